@@ -1,0 +1,46 @@
+# Thin wrapper around meson; the real build is meson.build.
+#   make run    install what is missing, build, run the demo
+#   make test   install what is missing, build, run every test: plain,
+#               under ASan+UBSan, and the threaded parts under TSan
+#   make bench  build and run the library benchmark
+BUILD ?= build
+MESON_OPTS ?=
+ASAN_OPTS := -Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all -Dmodel=false
+TSAN_OPTS := -Db_sanitize=thread -Dmodel=false
+
+.PHONY: all deps build run test test-plain test-asan test-tsan bench clean
+
+all: build
+
+deps:
+	@sh tools/install-deps.sh
+
+# setup DIR OPTIONS: configure DIR once, then keep it.
+define setup
+	@if [ ! -f $(1)/build.ninja ]; then meson setup $(1) $(2) $(MESON_OPTS); fi
+endef
+
+build: deps
+	$(call setup,$(BUILD),)
+	ninja -C $(BUILD)
+
+run: build
+	./$(BUILD)/sysidle-demo
+
+test: deps
+	$(call setup,$(BUILD),)
+	$(call setup,$(BUILD)-asan,$(ASAN_OPTS))
+	$(call setup,$(BUILD)-tsan,$(TSAN_OPTS))
+	ninja -C $(BUILD)
+	ninja -C $(BUILD)-asan
+	ninja -C $(BUILD)-tsan
+	-meson test -C $(BUILD) --print-errorlogs
+	-meson test -C $(BUILD)-asan --print-errorlogs
+	-meson test -C $(BUILD)-tsan --suite threads --print-errorlogs
+	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+
+bench: build
+	./$(BUILD)/sysidle-bench
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# Model-check the Promela model of the sysidle protocol (sysidle.pml) with
+# Spin and report the results as TAP.
+#
+#   check-model.sh SPIN CC MODEL.pml WORKDIR
+#
+# SPIN is the spin executable, CC a C compiler for the generated verifiers
+# (pan), MODEL.pml the model and WORKDIR a scratch directory (created; the
+# files made there are removed at exit, except the logs of a check that
+# did not give the expected result).
+#
+# Every check is one exhaustive Spin run:
+#  - the correct model must satisfy every property: "errors: 0" and a
+#    complete search (no depth-limit truncation, no out-of-memory);
+#  - deliberately false properties of the correct model (non-vacuity) and
+#    the two injected faults must be reported as violated by the right
+#    property: a failed assertion of that property's never claim (safety)
+#    or an acceptance cycle (liveness, under weak fairness).
+# What else each fault breaks is printed as TAP comments.
+#
+# Environment (optional): SYSIDLE_MODEL_NWORKERS (default 2; the expected
+# results are established for 2), SYSIDLE_MODEL_CFLAGS (default -O0:
+# the state spaces are small, compiling pan dominates the run time).
+
+set -euo pipefail
+
+if [ "$#" -ne 4 ]; then
+	echo "usage: $0 SPIN CC MODEL.pml WORKDIR" >&2
+	exit 2
+fi
+spin=$1
+cc=$2
+model=$3
+work=$4
+
+nworkers=${SYSIDLE_MODEL_NWORKERS:-2}
+pan_cflags=${SYSIDLE_MODEL_CFLAGS:--O0}
+run_timeout=300     # seconds, per Spin/compiler/verifier run
+depth=1000000       # pan -m: far above the depth the searches reach
+hashbits=22         # pan -w: 2^22 slots (32 MB); exhaustive storage anyway
+# pan -f needs NFAIR * 4 > number of processes (workers + clock + timekeeper
+# + init + never claim) + 1.
+nfair=$(( (nworkers + 5) / 4 + 1 ))
+
+case $nworkers in
+'' | *[!0-9]*) echo "SYSIDLE_MODEL_NWORKERS must be a number" >&2; exit 2 ;;
+esac
+if [ ! -r "$model" ]; then
+	echo "$0: cannot read $model" >&2
+	exit 2
+fi
+
+model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
+mkdir -p "$work"
+cd "$work"
+work=$(pwd)
+
+cleanup()
+{
+	rm -f pan.b pan.c pan.h pan.m pan.p pan.t pan.tmp pan-* \
+		_spin_nvr.tmp sysidle.pml sysidle.pml.trail run.log replay.log
+}
+trap cleanup EXIT
+cleanup
+rm -f failed-*.log
+# Spin and pan run on a local copy: pan writes its trail next to it, and
+# the replay of a trail (spin -t) reads it from there.
+cp "$model" sysidle.pml
+
+now_ms() { date +%s%3N; }
+t_start=$(now_ms)
+
+# ---- the checks: expect|variant|kind|property|description ----
+#
+# variant: correct (poll timekeeper), free (any timekeeper call sequence),
+#          no_wake, no_reset (the injected faults, poll timekeeper)
+# kind:    noclaim (assertions + invalid end states, no never claim),
+#          safety (-DSAFETY, never claim of the property),
+#          liveness (acceptance cycles under weak fairness: pan -a -f)
+checks=(
+"pass|correct|noclaim|-|correct model: assertions (a wakeup reaches only a timekeeper in FULL_NOTED) hold, no deadlock"
+"pass|correct|safety|no_run_in_full|correct model: safety 'no_run_in_full' holds"
+"pass|correct|safety|tk_sleep_safe|correct model: safety 'tk_sleep_safe' holds"
+"pass|correct|safety|noted_only_asleep|correct model: safety 'noted_only_asleep' holds"
+"pass|correct|liveness|worker_running_wakes_tk|correct model: liveness 'worker_running_wakes_tk' holds under weak fairness"
+"pass|correct|liveness|all_idle_tk_stops|correct model: liveness 'all_idle_tk_stops' holds under weak fairness"
+"fail|correct|safety|full_noted_unreachable|correct model (non-vacuity): FULL_NOTED is reachable, 'full_noted_unreachable' violated"
+"fail|correct|safety|tk_never_sleeps|correct model (non-vacuity): the timekeeper goes to sleep, 'tk_never_sleeps' violated"
+"fail|correct|safety|never_woken|correct model (non-vacuity): a worker wakes the timekeeper, 'never_woken' violated"
+"fail|correct|liveness|never_all_idle_forever|correct model (non-vacuity): a fair run with all workers idle for good exists, 'never_all_idle_forever' violated"
+"pass|free|noclaim|-|correct model, any timekeeper call sequence: assertions hold, no deadlock"
+"pass|free|safety|no_run_in_full|correct model, any timekeeper call sequence: safety 'no_run_in_full' holds"
+"pass|free|safety|tk_sleep_safe|correct model, any timekeeper call sequence: safety 'tk_sleep_safe' holds"
+"pass|free|safety|noted_only_asleep|correct model, any timekeeper call sequence: safety 'noted_only_asleep' holds"
+"fail|no_wake|liveness|worker_running_wakes_tk|fault NO_WAKE: liveness 'worker_running_wakes_tk' violated as expected"
+"fail|no_reset|safety|no_run_in_full|fault NO_RESET: safety 'no_run_in_full' violated as expected"
+)
+
+# What else the faults break, and how the model fares with two concurrent
+# sysidle_scan() callers (the threading contract in sysidle.h allows them;
+# the variant is not part of the verified configuration): reported as
+# comments, not asserted.
+infos=(
+"no_wake|noclaim|-"
+"no_wake|safety|no_run_in_full"
+"no_wake|safety|tk_sleep_safe"
+"no_wake|safety|noted_only_asleep"
+"no_wake|liveness|all_idle_tk_stops"
+"no_reset|noclaim|-"
+"no_reset|safety|tk_sleep_safe"
+"no_reset|safety|noted_only_asleep"
+"no_reset|liveness|worker_running_wakes_tk"
+"no_reset|liveness|all_idle_tk_stops"
+"concurrent|safety|no_run_in_full"
+"concurrent|safety|tk_sleep_safe"
+)
+
+variant_defines()
+{
+	case $1 in
+	correct) echo "" ;;
+	free) echo "-DTK_FREE" ;;
+	no_wake) echo "-DFAULT_NO_WAKE" ;;
+	no_reset) echo "-DFAULT_NO_RESET" ;;
+	concurrent) echo "-DCONCURRENT_SCAN" ;;
+	*) echo "unknown variant $1" >&2; return 1 ;;
+	esac
+}
+
+kind_cflags()
+{
+	case $1 in
+	noclaim) echo "-DSAFETY -DNOCLAIM" ;;
+	safety) echo "-DSAFETY" ;;
+	liveness) echo "-DNFAIR=$nfair" ;;
+	esac
+}
+
+# Build pan-VARIANT-KIND once (spin -a, then the C compiler).
+# Returns non-zero, with the error text in build_err, when that fails.
+spun=""      # variant whose pan.c is in the directory
+build_err=""
+build()
+{
+	local variant=$1 kind=$2 bin="pan-$1-$2" defs log
+	[ -x "$bin" ] && return 0
+	defs=$(variant_defines "$variant")
+	if [ "$spun" != "$variant" ]; then
+		rm -f pan.c
+		# shellcheck disable=SC2086
+		if ! log=$(timeout "$run_timeout" "$spin" -DNWORKERS="$nworkers" \
+				$defs -a sysidle.pml 2>&1) || [ ! -f pan.c ]; then
+			build_err="spin -a failed: $(printf '%s' "$log" | tail -n 5)"
+			spun=""
+			return 1
+		fi
+		spun=$variant
+	fi
+	# shellcheck disable=SC2046,SC2086
+	if ! log=$(timeout "$run_timeout" "$cc" $pan_cflags \
+			$(kind_cflags "$kind") -o "$bin" pan.c 2>&1); then
+		build_err="compiling pan failed: $(printf '%s' "$log" | tail -n 5)"
+		return 1
+	fi
+	return 0
+}
+
+# probe VARIANT KIND PROPERTY MODE: one verifier run; MODE is "pass" (a
+# depth overrun is an error: pan -b) or "fail". Sets:
+#   verdict  holds | violated | incomplete | timeout | broken
+#   detail   states stored / where the violation was found / what went wrong
+#   elapsed  seconds, one decimal
+verdict=""
+detail=""
+elapsed=""
+probe()
+{
+	local variant=$1 kind=$2 prop=$3 mode=$4
+	local t0 t1 rc=0 args errors stored errline depthat defs
+	t0=$(now_ms)
+	verdict=broken
+	detail=""
+	rm -f sysidle.pml.trail run.log replay.log
+	if ! build "$variant" "$kind"; then
+		detail=$build_err
+		t1=$(now_ms)
+		elapsed=$(awk -v ms=$((t1 - t0)) 'BEGIN { printf "%.1f", ms / 1000 }')
+		return 0
+	fi
+	args=(-m"$depth" -w"$hashbits")
+	[ "$mode" = pass ] && args+=(-b)
+	[ "$prop" != - ] && args+=(-N "$prop")
+	[ "$kind" = liveness ] && args+=(-a -f)
+	timeout "$run_timeout" "./pan-$variant-$kind" "${args[@]}" \
+		>run.log 2>&1 || rc=$?
+	t1=$(now_ms)
+	elapsed=$(awk -v ms=$((t1 - t0)) 'BEGIN { printf "%.1f", ms / 1000 }')
+
+	if [ "$rc" -eq 124 ]; then
+		verdict=timeout
+		detail="no result after ${run_timeout} s"
+		return 0
+	fi
+	errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' run.log | tail -n 1)
+	stored=$(awk '/states, stored/ { n = $1 } END { print n }' run.log)
+	if [ -z "$errors" ] || [ -z "$stored" ]; then
+		detail="pan exited with status $rc without a result"
+		return 0
+	fi
+	errline=$(grep -m 1 -E '^pan:[0-9]+: ' run.log || true)
+	depthat=$(printf '%s\n' "$errline" |
+		sed -n 's/.*(at depth \([0-9]*\)).*/\1/p')
+
+	if [ "$errors" -eq 0 ]; then
+		if grep -qE 'max search depth too small|depth limit reached|Search not completed|out of memory|too many processes|^pan: error|error:' run.log; then
+			verdict=incomplete
+			detail="search not complete: $(grep -m 1 -E 'max search depth too small|depth limit reached|Search not completed|out of memory|too many processes|error:' run.log)"
+		else
+			verdict=holds
+			detail="states stored $stored"
+		fi
+		return 0
+	fi
+
+	# errors > 0: is it the property's own violation?
+	if printf '%s' "$errline" | grep -qE 'depth limit reached|max search depth'; then
+		verdict=incomplete
+		detail="search not complete: $errline"
+		return 0
+	fi
+	case $kind in
+	liveness)
+		if printf '%s' "$errline" | grep -q 'acceptance cycle'; then
+			verdict=violated
+			detail="acceptance cycle at depth $depthat"
+		else
+			detail="unexpected error: $errline"
+		fi
+		;;
+	safety)
+		# The failed assertion must be the never claim's: replay the
+		# trail and look where it stops.
+		defs=$(variant_defines "$variant")
+		# shellcheck disable=SC2086
+		timeout "$run_timeout" "$spin" -DNWORKERS="$nworkers" $defs \
+			-t sysidle.pml >replay.log 2>&1 || true
+		if grep -qE '_spin_nvr\.tmp:[0-9]+, Error: assertion violated' replay.log; then
+			verdict=violated
+			detail="never claim fails at depth $depthat"
+		else
+			detail="unexpected error: $errline"
+		fi
+		;;
+	noclaim)
+		verdict=violated
+		detail=${errline#pan:1: }
+		;;
+	esac
+	return 0
+}
+
+nchecks=${#checks[@]}
+echo "1..$nchecks"
+echo "# spin: $("$spin" -V 2>&1 | head -n 1); $nworkers workers; pan built with $pan_cflags"
+
+failed=0
+k=0
+for spec in "${checks[@]}"; do
+	k=$((k + 1))
+	IFS='|' read -r expect variant kind prop desc <<<"$spec"
+	probe "$variant" "$kind" "$prop" "$expect"
+	if { [ "$expect" = pass ] && [ "$verdict" = holds ]; } ||
+	   { [ "$expect" = fail ] && [ "$verdict" = violated ]; }; then
+		echo "ok $k - $desc ($detail, ${elapsed} s)"
+	else
+		failed=$((failed + 1))
+		echo "not ok $k - $desc: got $verdict: $detail (${elapsed} s)"
+		cat run.log replay.log >"failed-$k.log" 2>/dev/null || true
+		echo "# verifier output kept in $work/failed-$k.log"
+	fi
+done
+
+echo "# informational (not asserted): what else the faults break; concurrent scanners"
+for spec in "${infos[@]}"; do
+	IFS='|' read -r variant kind prop <<<"$spec"
+	probe "$variant" "$kind" "$prop" fail
+	case $variant in
+	no_wake) label="fault NO_WAKE" ;;
+	no_reset) label="fault NO_RESET" ;;
+	concurrent) label="variant CONCURRENT_SCAN (second sysidle_scan thread)" ;;
+	*) label=$variant ;;
+	esac
+	if [ "$prop" = - ]; then
+		what="assertions / end states"
+	else
+		what="$kind '$prop'"
+	fi
+	echo "#   $label: $what: $verdict ($detail, ${elapsed} s)"
+done
+
+t_end=$(now_ms)
+echo "# total $(awk -v ms=$((t_end - t_start)) 'BEGIN { printf "%.1f", ms / 1000 }') s"
+[ "$failed" -eq 0 ]

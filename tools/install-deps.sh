@@ -1,0 +1,29 @@
+#!/bin/sh
+# Install the Debian packages the build and the tests need, only those that
+# are missing. Run as root on Debian 12 (or let it tell you what to install).
+set -eu
+
+PACKAGES="gcc libc6-dev make pkg-config meson ninja-build python3 check
+libsubunit-dev spin libasan8 libubsan1 libtsan2"
+
+missing=""
+for p in $PACKAGES; do
+	status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$status" in
+	*"install ok installed"*) ;;
+	*) missing="$missing $p" ;;
+	esac
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing Debian packages:$missing" >&2
+	echo "install-deps: run as root, or: sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086 # word splitting of the package list is meant
+apt-get install -y -qq --no-install-recommends $missing
