@@ -1,14 +1,15 @@
 # Thin wrapper around meson; the real build is meson.build.
 #   make run    install what is missing, build, run the demo
 #   make test   install what is missing, build, run every test: plain,
-#               under ASan+UBSan, and the threaded parts under TSan
-#   make bench  build and run the library benchmark
+#               under ASan+UBSan, and the threaded parts (the library's
+#               stress test, the VMM) under TSan
+#   make bench  build and run the benchmarks
 BUILD ?= build
 MESON_OPTS ?=
 ASAN_OPTS := -Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all -Dmodel=false
 TSAN_OPTS := -Db_sanitize=thread -Dmodel=false
 
-.PHONY: all deps build run test test-plain test-asan test-tsan bench clean
+.PHONY: all deps build run test bench clean
 
 all: build
 
@@ -36,11 +37,12 @@ test: deps
 	ninja -C $(BUILD)-tsan
 	-meson test -C $(BUILD) --print-errorlogs
 	-meson test -C $(BUILD)-asan --print-errorlogs
-	-meson test -C $(BUILD)-tsan --suite threads --print-errorlogs
+	-meson test -C $(BUILD)-tsan --suite threads --suite vmm --print-errorlogs
 	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan
 
 bench: build
 	./$(BUILD)/sysidle-bench
+	python3 bench/vmm-rtt.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -4,7 +4,7 @@
 set -eu
 
 PACKAGES="gcc libc6-dev make pkg-config meson ninja-build python3 check
-libsubunit-dev spin libasan8 libubsan1 libtsan2"
+libsubunit-dev spin libasan8 libubsan1 libtsan2 binutils qemu-system-x86"
 
 missing=""
 for p in $PACKAGES; do

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The guest runtime: the interfaces of the freestanding pieces every guest
+ * image links (one .c/.S file per concern, see meson.build). Only the ABI
+ * header is shared with the VMM.
+ */
+#ifndef GUEST_RT_H
+#define GUEST_RT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sysidle/guest_abi.h>
+
+typedef uint8_t u8;
+typedef uint16_t u16;
+typedef uint32_t u32;
+typedef uint64_t u64;
+
+#define MAX_CPUS 256
+#define STACK_SIZE 0x4000ul
+#define STACK_REGION 0x01000000ul /* AP stacks: 16 MiB .. 20 MiB, not zeroed */
+
+/* Interrupt vectors used by the runtime and the images. */
+#define VEC_PIC_BASE 0x20  /* 8259s remapped here, then masked */
+#define VEC_SERIAL 0x34    /* IOAPIC pin GUEST_IRQ_COM1 */
+#define VEC_CALL 0x40      /* run_on_cpu() wake-up */
+#define VEC_IPI_FIXED 0x41
+#define VEC_IPI_ALL 0x42
+#define VEC_IPI_ALLBUT 0x43
+#define VEC_IPI_SELF 0x44
+#define VEC_IPI_SELFMSR 0x45
+#define VEC_PENDING 0x46   /* IRR/ISR/TPR check (priority class 4) */
+#define VEC_TIMER 0x50     /* timer checks and one-shot wake-ups */
+#define VEC_TICK 0x60      /* the periodic tick (tick.c) */
+#define VEC_PING 0x70
+#define VEC_PONG 0x71
+#define VEC_SPURIOUS 0xff
+
+/* ---- io.h: port I/O, MSRs, CPUID, TSC (inline) ---- */
+static inline void outb(u16 port, u8 v) { __asm__ volatile("outb %0, %1" : : "a"(v), "Nd"(port)); }
+static inline void outw(u16 port, u16 v) { __asm__ volatile("outw %0, %1" : : "a"(v), "Nd"(port)); }
+static inline void outl(u16 port, u32 v) { __asm__ volatile("outl %0, %1" : : "a"(v), "Nd"(port)); }
+static inline u8 inb(u16 port)
+{
+	u8 v;
+	__asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
+	return v;
+}
+static inline u64 rdmsr(u32 msr)
+{
+	u32 lo, hi;
+	__asm__ volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(msr));
+	return ((u64)hi << 32) | lo;
+}
+static inline void wrmsr(u32 msr, u64 v)
+{
+	__asm__ volatile("wrmsr" : : "c"(msr), "a"((u32)v), "d"((u32)(v >> 32)) : "memory");
+}
+static inline u64 rdtsc(void)
+{
+	u32 lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((u64)hi << 32) | lo;
+}
+static inline void cpuid(u32 leaf, u32 sub, u32 *a, u32 *b, u32 *c, u32 *d)
+{
+	__asm__ volatile("cpuid" : "=a"(*a), "=b"(*b), "=c"(*c), "=d"(*d) : "a"(leaf), "c"(sub));
+}
+static inline void cpu_relax(void) { __asm__ volatile("pause" ::: "memory"); }
+static inline void irq_disable(void) { __asm__ volatile("cli" ::: "memory"); }
+static inline void irq_enable(void) { __asm__ volatile("sti" ::: "memory"); }
+/* Enable interrupts and halt: the STI shadow makes the pair atomic. */
+static inline void safe_halt(void) { __asm__ volatile("sti; hlt" ::: "memory"); }
+static inline void mfence(void) { __asm__ volatile("mfence" ::: "memory"); }
+#define READ_ONCE(x) (*(volatile __typeof__(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
+
+/* ---- lib.c ---- */
+void *memset(void *d, int c, size_t n);
+void *memcpy(void *d, const void *s, size_t n);
+int memcmp(const void *a, const void *b, size_t n);
+size_t strlen(const char *s);
+int strncmp(const char *a, const char *b, size_t n);
+int vsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
+int snprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+u64 parse_u64(const char *s, u64 dflt);
+
+/* ---- console.c: 16550 at GUEST_PORT_COM1, polled output ---- */
+void console_init(void);
+void console_write(const char *s, size_t n); /* takes the console lock */
+void console_write_unlocked(const char *s, size_t n);
+void console_lock(void);
+bool console_trylock(u64 spins);
+void console_unlock(void);
+
+/* ---- exit.c ---- */
+__attribute__((noreturn)) void guest_exit(u32 code);
+#define EXIT_OK 0
+#define EXIT_FAIL 1
+#define EXIT_WATCHDOG 2
+#define EXIT_EXCEPTION 3
+#define EXIT_BADIRQ 4
+
+/* ---- cmdline.c ---- */
+void cmdline_init(const char *mb_cmdline);
+const char *cmdline_get(const char *key); /* value or NULL; "" for a bare key */
+u64 cmdline_u64(const char *key, u64 dflt);
+bool cmdline_is(const char *key, const char *value); /* key=value present */
+const char *cmdline_raw(void);
+
+/* ---- idt.c + isr.S ---- */
+struct irq_frame {
+	u64 r15, r14, r13, r12, r11, r10, r9, r8;
+	u64 rbp, rdi, rsi, rdx, rcx, rbx, rax;
+	u64 vector, error;
+	u64 rip, cs, rflags, rsp, ss;
+};
+typedef void (*irq_handler_t)(struct irq_frame *f);
+void idt_init(void); /* BSP: build the table */
+void idt_load(void); /* every CPU */
+void irq_set_handler(u8 vector, irq_handler_t h); /* EOI is sent after h returns */
+void nmi_set_handler(irq_handler_t h);
+
+/* ---- percpu.c ---- */
+struct percpu {
+	struct percpu *self; /* %gs:0 */
+	u32 index;
+	u32 apic_id;
+	volatile u32 online;
+	void (*volatile call_fn)(void *);
+	void *volatile call_arg;
+	volatile u32 call_done;
+	/* Event counters for the checks and workloads (written by handlers). */
+	volatile u32 cnt_fixed, cnt_all, cnt_allbut, cnt_self, cnt_selfmsr;
+	volatile u32 cnt_nmi, cnt_timer, cnt_pending, cnt_call;
+	volatile u64 timer_tsc;
+	volatile u32 pend_isr_in_handler, pend_irr_in_handler;
+} __attribute__((aligned(64)));
+extern struct percpu percpus[MAX_CPUS];
+extern u32 nr_cpus;        /* from fw_cfg FW_CFG_NB_CPUS */
+extern volatile u32 cpus_online;
+static inline struct percpu *this_cpu(void)
+{
+	struct percpu *p;
+	__asm__ volatile("mov %%gs:0, %0" : "=r"(p));
+	return p;
+}
+void percpu_setup(u32 index); /* sets GS base on the calling CPU */
+
+/* ---- apic.c: xAPIC (MMIO) and x2APIC (MSR) behind one interface ---- */
+extern bool apic_x2; /* the chosen mode, for all CPUs */
+void apic_choose_mode(void); /* BSP, from apic= and CPUID */
+void apic_cpu_init(void);    /* every CPU: switch mode, enable, mask LVTs */
+u32 apic_read(u32 reg);
+void apic_write(u32 reg, u32 v);
+u32 apic_id(void);
+void apic_eoi(void);
+void apic_send_ipi(u32 dest, u32 icr_low); /* dest ignored with a shorthand */
+bool apic_isr_bit(u8 vector);
+bool apic_irr_bit(u8 vector);
+
+/* ---- ioapic.c ---- */
+u32 ioapic_read(u32 reg);
+void ioapic_write(u32 reg, u32 v);
+void ioapic_route(u32 pin, u8 vector, u32 dest_apic_id, bool masked);
+u64 ioapic_read_redir(u32 pin);
+
+/* ---- pic.c: 8259 and PIT (accepted, remapped, masked) ---- */
+void pic_init_masked(void);
+void pit_stop(void);
+
+/* ---- fwcfg.c ---- */
+void fwcfg_read(u16 key, void *buf, size_t n);
+void fwcfg_read_more(void *buf, size_t n); /* continue the current item */
+u32 fwcfg_nb_cpus(void);
+
+/* ---- timer.c: TSC and LAPIC timer ---- */
+extern u64 tsc_khz;
+extern bool tsc_from_cpuid;
+void tsc_init(void); /* BSP, after apic_cpu_init */
+u64 ns_to_tsc(u64 ns);
+u64 tsc_to_ns(u64 ticks);
+void timer_oneshot(u8 vector, u32 ns);
+void timer_periodic(u8 vector, u32 ns);
+void timer_tsc_deadline(u8 vector, u64 deadline);
+void timer_stop(void);
+void udelay_tsc(u64 ns); /* busy wait */
+
+/* ---- watchdog.c ---- */
+void watchdog_start(u64 seconds);
+void watchdog_check(void); /* exits with EXIT_WATCHDOG when expired */
+/* Spin (interrupts as the caller left them) until *p >= v or ns elapse. */
+bool wait_u32(volatile u32 *p, u32 v, u64 ns);
+
+/* ---- smp.c ---- */
+u32 smp_boot(void); /* INIT-SIPI-SIPI every AP; returns CPUs online */
+/* Run fn(arg) on CPU cpu from its idle loop; wait up to ns. */
+bool run_on_cpu(u32 cpu, void (*fn)(void *), void *arg, u64 ns);
+void run_on_cpu_async(u32 cpu, void (*fn)(void *), void *arg);
+__attribute__((noreturn)) void idle_loop(void);
+
+/* ---- tick.c: the periodic tick (the one place for it) ---- */
+extern volatile u64 jiffies;
+void tick_start(u32 hz);
+
+/* ---- main.c (runtime) calls the image's entry ---- */
+void guest_main(void);
+extern const char *guest_name;
+extern u32 mb_mem_upper_kb; /* multiboot mem_upper, 0 when absent */
+
+#endif

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The guest <-> VMM ABI: what a guest of this VMM may rely on. A PC subset,
+ * the same one QEMU gives, so that one guest image runs under both. Shared
+ * by vmm/ and guest-tools/ (and nothing else is shared between them).
+ *
+ * Boot: Multiboot v1, an ELF32 image; entry in 32-bit protected mode with
+ * flat 4 GiB code and data segments, paging and interrupts off, EAX =
+ * MULTIBOOT_BOOTLOADER_MAGIC and EBX = the physical address of the
+ * multiboot information (flags: memory, memory map, command line, modules).
+ */
+#ifndef SYSIDLE_GUEST_ABI_H
+#define SYSIDLE_GUEST_ABI_H
+
+/* Multiboot v1. */
+#define MULTIBOOT_HEADER_MAGIC 0x1BADB002u
+#define MULTIBOOT_BOOTLOADER_MAGIC 0x2BADB002u
+#define MULTIBOOT_SEARCH_BYTES 8192 /* header within the first 8 KiB */
+#define MULTIBOOT_INFO_MEMORY 0x001u
+#define MULTIBOOT_INFO_CMDLINE 0x004u
+#define MULTIBOOT_INFO_MODS 0x008u
+#define MULTIBOOT_INFO_MEM_MAP 0x040u
+
+/* Guest physical memory map. */
+#define GUEST_RAM_BASE 0x00000000u
+#define GUEST_AP_TRAMPOLINE 0x00008000u /* SIPI vector 0x08 by convention */
+#define GUEST_IOAPIC_BASE 0xfec00000u
+#define GUEST_LAPIC_BASE 0xfee00000u
+#define GUEST_MMIO_HOLE 0xc0000000u /* RAM above this is not mapped */
+
+/* I/O ports. */
+#define GUEST_PORT_PIC1 0x20         /* accepted and ignored (also 0x21) */
+#define GUEST_PORT_PIT 0x40          /* accepted and ignored (0x40-0x43) */
+#define GUEST_PORT_PIC2 0xa0         /* accepted and ignored (also 0xa1) */
+#define GUEST_PORT_DEBUG_EXIT 0xf4   /* isa-debug-exit: write = exit */
+#define GUEST_PORT_COM1 0x3f8        /* 16550 UART, 8 ports, IRQ 4 */
+#define GUEST_IRQ_COM1 4             /* IOAPIC pin */
+#define GUEST_PORT_FW_CFG_SEL 0x510  /* fw_cfg selector (16-bit write) */
+#define GUEST_PORT_FW_CFG_DATA 0x511 /* fw_cfg data (8-bit read) */
+
+/*
+ * isa-debug-exit: a write of V to GUEST_PORT_DEBUG_EXIT ends the VM.
+ * This VMM exits with status V (0 = success). QEMU exits with (V << 1) | 1,
+ * so a guest that means success writes 0 and QEMU reports 1.
+ */
+
+/* fw_cfg keys (QEMU's numbering). */
+#define FW_CFG_SIGNATURE 0x0000 /* "QEMU" */
+#define FW_CFG_ID 0x0001        /* u32 LE: bit 0 = traditional interface */
+#define FW_CFG_RAM_SIZE 0x0003  /* u64 LE, bytes */
+#define FW_CFG_NB_CPUS 0x0005   /* u16 LE */
+#define FW_CFG_FILE_DIR 0x0019  /* u32 BE count, then 64-byte entries */
+
+/* CPUID hypervisor leaves. */
+#define CPUID_HV_BASE 0x40000000u /* EAX = max leaf, EBX:ECX:EDX = signature */
+#define CPUID_HV_FEATURES 0x40000001u /* EAX = SYSIDLE_HV_F_* bits */
+#define CPUID_HV_TIMING 0x40000010u /* EAX = TSC kHz, EBX = APIC timer kHz
+					 * (the VMware/QEMU timing leaf) */
+/* "SysIdleVMM\0\0" as EBX, ECX, EDX (little endian). */
+#define SYSIDLE_HV_SIGNATURE_EBX 0x49737953u /* "SysI" */
+#define SYSIDLE_HV_SIGNATURE_ECX 0x56656c64u /* "dleV" */
+#define SYSIDLE_HV_SIGNATURE_EDX 0x00004d4du /* "MM\0\0" */
+
+/* Local APIC (both modes). x2APIC MSR = 0x800 + (xAPIC offset >> 4). */
+#define MSR_IA32_APIC_BASE 0x1b
+#define MSR_IA32_TSC_DEADLINE 0x6e0
+#define MSR_X2APIC_BASE 0x800
+#define MSR_X2APIC_LAST 0x8ff
+#define APIC_BASE_BSP (1u << 8)
+#define APIC_BASE_X2APIC (1u << 10)
+#define APIC_BASE_ENABLE (1u << 11)
+
+#define APIC_REG_ID 0x020
+#define APIC_REG_VERSION 0x030
+#define APIC_REG_TPR 0x080
+#define APIC_REG_EOI 0x0b0
+#define APIC_REG_LDR 0x0d0
+#define APIC_REG_SVR 0x0f0
+#define APIC_REG_ISR 0x100 /* 8 registers, 0x10 apart */
+#define APIC_REG_TMR 0x180
+#define APIC_REG_IRR 0x200
+#define APIC_REG_ESR 0x280
+#define APIC_REG_ICR_LOW 0x300
+#define APIC_REG_ICR_HIGH 0x310
+#define APIC_REG_LVT_TIMER 0x320
+#define APIC_REG_LVT_THERMAL 0x330
+#define APIC_REG_LVT_PERF 0x340
+#define APIC_REG_LVT_LINT0 0x350
+#define APIC_REG_LVT_LINT1 0x360
+#define APIC_REG_LVT_ERROR 0x370
+#define APIC_REG_TIMER_ICR 0x380
+#define APIC_REG_TIMER_CCR 0x390
+#define APIC_REG_TIMER_DCR 0x3e0
+#define APIC_REG_SELF_IPI 0x3f0 /* x2APIC only */
+
+#define APIC_VERSION 0x14
+#define APIC_SVR_ENABLE (1u << 8)
+#define APIC_LVT_MASKED (1u << 16)
+#define APIC_LVT_TIMER_ONESHOT (0u << 17)
+#define APIC_LVT_TIMER_PERIODIC (1u << 17)
+#define APIC_LVT_TIMER_TSCDEADLINE (2u << 17)
+#define APIC_ICR_DM_FIXED (0u << 8)
+#define APIC_ICR_DM_NMI (4u << 8)
+#define APIC_ICR_DM_INIT (5u << 8)
+#define APIC_ICR_DM_STARTUP (6u << 8)
+#define APIC_ICR_LEVEL_ASSERT (1u << 14)
+#define APIC_ICR_DEST_SELF (1u << 18)
+#define APIC_ICR_DEST_ALL (2u << 18)
+#define APIC_ICR_DEST_ALL_BUT_SELF (3u << 18)
+
+/* The local APIC timer counts at this rate with a divide of 1 (as KVM's
+ * in-kernel APIC: 1 ns per count); CPUID_HV_TIMING reports it too. */
+#define GUEST_APIC_TIMER_HZ 1000000000ull
+
+#endif

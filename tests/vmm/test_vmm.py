@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Boots the VMM's bring-up guests, feeds it broken images and bad options,
+and checks each message and exit status; boots guest-tools' selftest.elf
+with 1..64 vCPUs in both APIC modes when it has been built.
+
+usage: test_vmm.py VMM GUEST_DIR GUEST_TOOLS_DIR
+Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+VMM, GUESTS, TOOLS = sys.argv[1], sys.argv[2], sys.argv[3]
+RUN_TIMEOUT = 30          # seconds, any single run
+SELFTEST_TIMEOUT = 180    # seconds, one selftest boot (64 vCPUs is slow here)
+failures = []
+count = 0
+
+STATUS = {"usage": 120, "image": 121, "kvm": 122, "triple": 123,
+          "internal": 124, "stats": 125, "sigint": 130, "sigterm": 143}
+
+
+def check(ok, what, detail=""):
+    global count
+    count += 1
+    print(("ok" if ok else "not ok") + " %d - %s" % (count, what))
+    if not ok:
+        failures.append(what)
+        for line in detail.splitlines()[-15:]:
+            print("#   " + line)
+    sys.stdout.flush()
+
+
+def run(args, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL):
+    """Runs the VMM; returns (status, stdout, stderr); status None on a hang
+    (the process is then killed)."""
+    p = subprocess.Popen([VMM] + args, stdin=stdin, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return None, out, err
+
+
+def guest(name):
+    return os.path.join(GUESTS, name + ".elf")
+
+
+def expect(args, status, stderr_has, what, stdout_has=None, one_line=True):
+    rc, out, err = run(args)
+    lines = [l for l in err.splitlines() if l.startswith("vmm: ")
+             and not l.startswith("vmm: warning")]
+    ok = rc == status and stderr_has in err
+    if one_line and status >= 120:
+        ok = ok and len(lines) == 1
+    if stdout_has is not None:
+        ok = ok and stdout_has in out
+    check(ok, "%s: exit %s, %r" % (what, status, stderr_has),
+          "got exit %s\nstdout: %s\nstderr: %s" % (rc, out, err))
+
+
+def kvm_usable():
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR)
+        os.close(fd)
+        return True
+    except OSError as e:
+        print("# /dev/kvm is not usable (%s): skipping the VMM tests" % e)
+        return False
+
+
+def test_options():
+    h = guest("hello")
+    rc, out, _ = run(["--help"])
+    check(rc == 0 and all(o in out for o in
+                          ["--mem", "--cpus", "--append", "--module",
+                           "--stats-json", "--help", "Exit status",
+                           "120", "121", "122", "123", "124", "125",
+                           "128+SIG"]),
+          "--help documents every option and the exit statuses", out)
+    expect(["--cpus", "0", h], 120, "--cpus '0'", "--cpus 0")
+    expect(["--cpus", "5000", h], 120, "--cpus '5000'", "--cpus 5000")
+    expect(["--cpus", "two", h], 120, "--cpus 'two'", "--cpus two")
+    expect(["--mem", "lots", h], 120, "--mem 'lots'", "--mem lots")
+    expect(["--bogus", h], 120, "unknown option '--bogus'", "unknown option")
+    expect([], 120, "missing KERNEL.elf", "no kernel")
+    expect([h, h], 120, "unexpected argument", "two kernels")
+    expect(["--cpus"], 120, "needs an argument", "--cpus without value")
+    expect(["--mem", "1K", h], 121, "RAM too small for the image",
+           "--mem 1K")
+
+
+def test_images(tmp):
+    expect(["/nonexistent/k.elf"], 121, "cannot read kernel", "missing file")
+    notelf = os.path.join(tmp, "notelf.elf")
+    with open(notelf, "w") as f:
+        f.write("this is not an ELF file\n" * 10)
+    expect([notelf], 121, "is not an ELF file", "not an ELF")
+    with open(guest("hello"), "rb") as f:
+        img = f.read()
+    for cut, msg in [(40, "truncated ELF header"),
+                     (60, "truncated ELF program headers"),
+                     (200, "truncated ELF segment")]:
+        path = os.path.join(tmp, "trunc%d.elf" % cut)
+        with open(path, "wb") as f:
+            f.write(img[:cut])
+        expect([path], 121, msg, "ELF cut at %d bytes" % cut)
+    elf64 = os.path.join(tmp, "elf64.elf")
+    with open(elf64, "wb") as f:
+        f.write(img[:4] + b"\x02" + img[5:])
+    expect([elf64], 121, "is not an ELF32 i386 image", "ELF64 header")
+    expect([guest("nomb")], 121, "no multiboot header", "no multiboot header")
+    expect(["--module", "/nonexistent/mod"], 120, "missing KERNEL.elf",
+           "module without kernel")
+    expect(["--module", "/nonexistent/mod", guest("hello")], 121,
+           "cannot read module", "missing module")
+
+
+def test_guests(tmp):
+    h = guest("hello")
+    expect([h], 0, "", "hello exits 0", stdout_has="hello\n")
+    expect(["--append", "exit=42", h], 42, "", "hello exit=42",
+           stdout_has="hello\n")
+    expect(["--append", "exit=7", "--cpus", "4", "--mem", "64M",
+            "--module", h, h], 7, "", "hello, 4 vCPUs, 64M, a module")
+    expect([guest("triple")], 123, "triple fault", "triple fault")
+    rc, out, err = run([guest("unknown")])
+    check(rc == 0 and "unknown ok" in out and
+          err.count("unknown port 0x99") == 1 and "unknown MSR" in err,
+          "unknown port reads all-ones (logged once), unknown MSR #GPs",
+          "exit %s\n%s%s" % (rc, out, err))
+    p = subprocess.Popen([VMM, guest("echo")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        out, err = p.communicate("5", timeout=RUN_TIMEOUT)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        rc = None
+    check(rc == 5 and "ready" in out, "serial input from stdin",
+          "exit %s\n%s%s" % (rc, out, err))
+
+    stats = os.path.join(tmp, "stats.json")
+    rc, out, err = run(["--cpus", "2", "--stats-json", stats, h])
+    try:
+        with open(stats) as f:
+            d = json.load(f)
+        keys = all(k in d for k in ["exit_status", "cpus", "housekeeping",
+                                     "vcpus"]) and \
+            "host_wakeups" in d["housekeeping"] and len(d["vcpus"]) == 2 and \
+            all(k in v for v in d["vcpus"] for k in
+                ["id", "exits", "exits_total", "hlt_exits",
+                 "interrupts_injected", "halted_ns"]) and \
+            d["vcpus"][0]["exits"].get("io", 0) > 0
+        detail = json.dumps(d)
+    except (OSError, ValueError) as e:
+        keys, detail = False, str(e)
+    check(rc == 0 and keys, "--stats-json parses, with the documented keys",
+          detail)
+    expect(["--stats-json", "/nonexistent/dir/s.json", h], 125,
+           "cannot write --stats-json", "unwritable --stats-json")
+
+    for sig, status in [(signal.SIGTERM, 143), (signal.SIGINT, 130)]:
+        p = subprocess.Popen([VMM, "--cpus", "2", "--stats-json", stats,
+                              guest("spin")], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = p.stdout.readline()
+        t0 = time.monotonic()
+        p.send_signal(sig)
+        try:
+            p.wait(timeout=5)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            rc = None
+        dt = time.monotonic() - t0
+        err = p.stderr.read().decode()
+        p.stdout.close()
+        p.stderr.close()
+        ok = rc == status and b"spinning" in first and dt < 5
+        try:
+            with open(stats) as f:
+                ok = ok and json.load(f)["exit_status"] == status
+        except (OSError, ValueError):
+            ok = False
+        check(ok, "runaway guest stopped by %s: exit %d in %.2f s, stats "
+              "written" % (sig.name, status, dt), "exit %s\n%s" % (rc, err))
+
+
+def cpu_ns(pid):
+    """Host CPU time of every thread of @pid, in ns (schedstat)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def start_until(args, marker, stdin=subprocess.DEVNULL):
+    """Starts the VMM and reads stdout up to the line holding @marker;
+    returns the process, or None (killed) if it never comes."""
+    p = subprocess.Popen([VMM] + args, stdin=stdin, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    deadline = time.monotonic() + RUN_TIMEOUT
+    os.set_blocking(p.stdout.fileno(), True)
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        if marker in line:
+            return p
+    p.kill()
+    p.communicate()
+    return None
+
+
+def finish(p, timeout=RUN_TIMEOUT):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return None, out, err
+    return p.returncode, out, err
+
+
+def test_halt(tmp):
+    """HLT blocks the vCPU thread; stdin input wakes it through IRQ 4."""
+    stats = os.path.join(tmp, "halt.json")
+    p = start_until(["--stats-json", stats, guest("serialirq")], b"ready",
+                    stdin=subprocess.PIPE)
+    if p is None:
+        check(False, "serialirq guest boots")
+        return
+    time.sleep(0.3)
+    c0 = cpu_ns(p.pid)
+    time.sleep(2)
+    used = cpu_ns(p.pid) - c0
+    p.stdin.write(b"6")
+    p.stdin.flush()
+    rc, out, err = finish(p)
+    check(used < 10000000, "halted vCPU blocks: %.2f ms of host CPU in 2 s"
+          % (used / 1e6))
+    try:
+        with open(stats) as f:
+            v = json.load(f)["vcpus"][0]
+        ok = rc == 6 and v["hlt_exits"] >= 1 and \
+            v["interrupts_injected"] >= 1 and v["halted_ns"] > 2000000000 \
+            and v["exits_total"] < 100 and v["wakeups"] >= 1
+        detail = "exit %s\n%s\n%s" % (rc, json.dumps(v), err)
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        ok, detail = False, str(e)
+    check(ok, "stdin byte raises IRQ 4 and wakes the halted guest", detail)
+
+    idle = os.path.join(TOOLS, "idle.elf")
+    if not os.path.exists(idle):
+        print("# %s not built: idle check skipped" % idle)
+        return
+    p = start_until(["--cpus", "4", "--append", "hz=0", idle], b"cpus up")
+    if p is None:
+        check(False, "idle.elf hz=0 boots on 4 vCPUs")
+        return
+    time.sleep(0.5)
+    c0 = cpu_ns(p.pid)
+    time.sleep(5)
+    used = cpu_ns(p.pid) - c0
+    p.send_signal(signal.SIGTERM)
+    rc, _, err = finish(p, 5)
+    check(used < 10000000 and rc == 143,
+          "idle.elf hz=0, 4 vCPUs: %.2f ms of host CPU in 5 s, SIGTERM -> %s"
+          % (used / 1e6, rc), err if isinstance(err, str) else err.decode())
+
+
+def test_selftest():
+    st = os.path.join(TOOLS, "selftest.elf")
+    if not os.path.exists(st):
+        print("# %s not built: selftest boots skipped" % st)
+        return
+    for cpus in [1, 2, 4, 8, 64]:
+        for mode in ["xapic", "x2apic"]:
+            t0 = time.monotonic()
+            rc, out, err = run(["--cpus", str(cpus), "--append",
+                                "apic=" + mode, st], timeout=SELFTEST_TIMEOUT)
+            bad = [l for l in out.splitlines() if l.startswith(("FAIL",
+                                                                "not ok"))]
+            check(rc == 0, "selftest.elf, %d vCPUs, %s: exit 0 (%.1f s)" %
+                  (cpus, mode, time.monotonic() - t0),
+                  "exit %s\n%s\n%s" % (rc, "\n".join(bad) or out, err))
+
+
+def main():
+    if not os.path.exists(VMM):
+        print("# %s missing" % VMM)
+        return 1
+    if not kvm_usable():
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        test_options()
+        test_images(tmp)
+        test_guests(tmp)
+        test_halt(tmp)
+    test_selftest()
+    print("1..%d" % count)
+    if failures:
+        print("# %d of %d failed: %s" % (len(failures), count,
+                                        "; ".join(failures)))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

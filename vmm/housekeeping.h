@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The housekeeping thread: serves every guest timer with one host timer
+ * (a timerfd) armed to the earliest deadline of a min-heap.
+ */
+#ifndef VMM_HOUSEKEEPING_H
+#define VMM_HOUSEKEEPING_H
+
+#include <stdint.h>
+
+#define HK_NOT_QUEUED (~0u)
+
+struct hk_timer;
+/* Called on the housekeeping thread, without any housekeeping lock held,
+ * for a timer whose @deadline_ns has passed. The timer may have been
+ * re-armed or cancelled meanwhile: the owner checks @deadline_ns against
+ * its own record. */
+typedef void (*hk_fire_fn)(struct hk_timer *t, uint64_t deadline_ns);
+
+struct hk_timer {
+	uint64_t deadline_ns; /* guarded by the housekeeping lock */
+	unsigned int heap_idx;
+	hk_fire_fn fire;
+};
+
+void hk_timer_init(struct hk_timer *t, hk_fire_fn fire);
+void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns);
+void hk_timer_cancel(struct hk_timer *t);
+
+int housekeeping_start(unsigned int max_timers);
+void housekeeping_stop(void);
+uint64_t housekeeping_wakeups(void);
+uint64_t housekeeping_timers_fired(void);
+
+#endif

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Options, the VM's lifetime, the one error pattern, signals. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "housekeeping.h"
+#include "vmm.h"
+
+static atomic_int stop_status = -1;
+static atomic_bool fail_reported;
+static int stop_fd = -1; /* eventfd: the VM has stopped */
+
+static const char usage_text[] =
+"Usage: vmm [options] KERNEL.elf\n"
+"Run a Multiboot v1 ELF32 KERNEL on KVM with a userspace interrupt controller.\n"
+"\n"
+"Options:\n"
+"  --mem SIZE         guest RAM (default 256M); SIZE is a number with an\n"
+"                     optional K, M or G suffix (no suffix: MiB)\n"
+"  --cpus N           number of vCPUs, 1..1024 (and at most what this host's\n"
+"                     KVM allows); each is a host thread (default 1)\n"
+"  --append CMDLINE   kernel command line (multiboot cmdline is\n"
+"                     \"KERNEL CMDLINE\", as QEMU and GRUB pass it)\n"
+"  --module FILE      load FILE as a multiboot module (repeatable)\n"
+"  --stats-json FILE  write per-vCPU exit counts, HLT exits, interrupts\n"
+"                     injected, time halted and the housekeeping thread's\n"
+"                     host wake-ups to FILE at exit\n"
+"  -h, --help         print this help and exit 0\n"
+"\n"
+"Devices: 16550 UART at 0x3f8 (stdout/stdin, IRQ 4), isa-debug-exit at 0xf4,\n"
+"fw_cfg at 0x510/0x511, IOAPIC at 0xfec00000, local APIC (xAPIC at\n"
+"0xfee00000 and x2APIC MSRs), PIC/PIT ports ignored.\n"
+"\n"
+"Exit status:\n"
+"  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success;\n"
+"             guests should keep their codes below 120)\n"
+"  120        bad option or missing kernel\n"
+"  121        kernel or module unreadable, not an ELF32 image, no multiboot\n"
+"             header in the first 8 KiB, or RAM too small for the image\n"
+"  122        KVM unavailable or failing, or more vCPUs than KVM allows\n"
+"  123        the guest triple-faulted (KVM_EXIT_SHUTDOWN)\n"
+"  124        emulation failure, failed VM entry or unknown exit reason\n"
+"  125        the --stats-json file could not be written\n"
+"  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129)\n";
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Any thread, any time: the first status wins, the main thread wakes. */
+void vm_stop(int status)
+{
+	int expected = -1;
+	uint64_t one = 1;
+
+	if (atomic_compare_exchange_strong(&stop_status, &expected, status) &&
+	    stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) < 0)
+		abort();
+}
+
+bool vm_stopping(void)
+{
+	return atomic_load(&stop_status) >= 0;
+}
+
+int vm_status(void)
+{
+	return atomic_load(&stop_status);
+}
+
+int vmm_fail(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!atomic_exchange(&fail_reported, true) && !vm_stopping()) {
+		va_start(ap, fmt);
+		fputs("vmm: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+		va_end(ap);
+	}
+	vm_stop(status);
+	return -1;
+}
+
+void vmm_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("vmm: warning: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	uint64_t mult = 1ull << 20;
+
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': mult = 1ull << 10; end++; break;
+	case 'm': case 'M': mult = 1ull << 20; end++; break;
+	case 'g': case 'G': mult = 1ull << 30; end++; break;
+	case '\0': break;
+	default: return -1;
+	}
+	if (*end == 'i' && end[1] == 'B')
+		end += 2;
+	else if (*end == 'B')
+		end++;
+	if (*end || n == 0 || n > (1ull << 40) / mult)
+		return -1;
+	*out = n * mult;
+	return 0;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fputs("vmm: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs(" (see vmm --help)\n", stderr);
+	return VMM_EXIT_USAGE;
+}
+
+/* Fills @o from argv; returns 0, or the exit status after a message. */
+static int parse_options(int argc, char **argv, struct vm_options *o)
+{
+	static const struct option longopts[] = {
+		{ "mem", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'c' },
+		{ "append", required_argument, NULL, 'a' },
+		{ "module", required_argument, NULL, 'M' },
+		{ "stats-json", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	long n;
+	int c;
+
+	o->mem_size = 256ull << 20;
+	o->ncpus = 1;
+	o->append = "";
+	o->modules = calloc((size_t)argc, sizeof(*o->modules));
+	if (!o->modules)
+		return usage_error("%s", "out of memory");
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			if (parse_size(optarg, &o->mem_size))
+				return usage_error("--mem '%s': expected a size "
+						   "such as 256M or 1G", optarg);
+			break;
+		case 'c':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 1 ||
+			    n > VMM_MAX_CPUS)
+				return usage_error("--cpus '%s': expected a "
+						   "number from 1 to 1024", optarg);
+			o->ncpus = (unsigned int)n;
+			break;
+		case 'a':
+			o->append = optarg;
+			break;
+		case 'M':
+			o->modules[o->nmodules++] = optarg;
+			break;
+		case 's':
+			o->stats_json = optarg;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			free(o->modules);
+			exit(0);
+		case ':':
+			return usage_error("option '%s' needs an argument",
+					   argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'",
+					   argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return usage_error("%s", "missing KERNEL.elf");
+	if (optind + 1 < argc)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	o->kernel = argv[optind];
+	return 0;
+}
+
+static int devices_init(struct vm *vm)
+{
+	if (serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
+	    legacy_init(vm) || ioapic_init(vm))
+		return -1;
+	return bus_register(BUS_MMIO, GUEST_LAPIC_BASE, 0x1000, lapic_mmio,
+			    NULL);
+}
+
+/* Sleeps until the VM stops by itself or a stop signal arrives. */
+static void wait_for_stop(int sig_fd)
+{
+	struct pollfd fds[2] = {
+		{ .fd = stop_fd, .events = POLLIN },
+		{ .fd = sig_fd, .events = POLLIN },
+	};
+	struct signalfd_siginfo si;
+
+	while (!vm_stopping()) {
+		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+			break;
+		if ((fds[1].revents & POLLIN) &&
+		    read(sig_fd, &si, sizeof(si)) == sizeof(si))
+			vm_stop(VMM_EXIT_SIGNAL_BASE + (int)si.ssi_signo);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct vm vm;
+	struct vm_options opts = { 0 };
+	sigset_t stop_sigs;
+	int sig_fd, status;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	status = parse_options(argc, argv, &opts);
+	if (status) {
+		free(opts.modules);
+		return status;
+	}
+
+	/* Stop signals go to the signalfd; every thread inherits the mask. */
+	sigemptyset(&stop_sigs);
+	sigaddset(&stop_sigs, SIGINT);
+	sigaddset(&stop_sigs, SIGTERM);
+	sigaddset(&stop_sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	stop_fd = eventfd(0, EFD_CLOEXEC);
+	sig_fd = signalfd(-1, &stop_sigs, SFD_CLOEXEC);
+	if (stop_fd < 0 || sig_fd < 0)
+		return vmm_fail(VMM_EXIT_KVM, "eventfd/signalfd: %s",
+				strerror(errno)), vm_status();
+
+	if (kvm_vm_create(&vm, &opts) || loader_load(&vm, &opts) ||
+	    devices_init(&vm) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
+	    housekeeping_start(vm.ncpus) || serial_input_start() ||
+	    vcpus_start(&vm)) {
+		vm_stop(VMM_EXIT_KVM); /* no-op when a message set the status */
+	} else {
+		wait_for_stop(sig_fd);
+	}
+
+	vcpus_stop(&vm);
+	vcpus_join(&vm);
+	housekeeping_stop();
+	serial_input_stop();
+	status = vm_status();
+	if (opts.stats_json && vm.vcpus &&
+	    stats_write(&vm, opts.stats_json, status))
+		status = VMM_EXIT_STATS;
+	kvm_vm_destroy(&vm);
+	free(opts.modules);
+	fflush(stdout);
+	return status;
+}

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * --stats-json: per-vCPU exit counts by reason, HLT exits, interrupts
+ * injected, time halted, and the housekeeping thread's host wake-ups.
+ * A small JSON writer: objects, arrays, escaped strings, unsigned numbers.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "housekeeping.h"
+#include "vmm.h"
+
+struct json {
+	FILE *f;
+	bool need_comma;
+};
+
+static const char *const exit_names[VCPU_EXIT_REASONS] = {
+	[KVM_EXIT_UNKNOWN] = "unknown", [KVM_EXIT_EXCEPTION] = "exception",
+	[KVM_EXIT_IO] = "io", [KVM_EXIT_HYPERCALL] = "hypercall",
+	[KVM_EXIT_DEBUG] = "debug", [KVM_EXIT_HLT] = "hlt",
+	[KVM_EXIT_MMIO] = "mmio", [KVM_EXIT_IRQ_WINDOW_OPEN] = "irq_window_open",
+	[KVM_EXIT_SHUTDOWN] = "shutdown", [KVM_EXIT_FAIL_ENTRY] = "fail_entry",
+	[KVM_EXIT_INTR] = "intr", [KVM_EXIT_INTERNAL_ERROR] = "internal_error",
+	[KVM_EXIT_X86_RDMSR] = "rdmsr", [KVM_EXIT_X86_WRMSR] = "wrmsr",
+};
+
+static void json_string(struct json *j, const char *s)
+{
+	fputc('"', j->f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(j->f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(j->f, "\\u%04x", c);
+		else
+			fputc(c, j->f);
+	}
+	fputc('"', j->f);
+}
+
+static void json_sep(struct json *j)
+{
+	if (j->need_comma)
+		fputc(',', j->f);
+	j->need_comma = false;
+}
+
+static void json_key(struct json *j, const char *key)
+{
+	json_sep(j);
+	json_string(j, key);
+	fputc(':', j->f);
+}
+
+static void json_open(struct json *j, const char *key, char bracket)
+{
+	if (key)
+		json_key(j, key);
+	else
+		json_sep(j);
+	fputc(bracket, j->f);
+}
+
+static void json_close(struct json *j, char bracket)
+{
+	fputc(bracket, j->f);
+	j->need_comma = true;
+}
+
+static void json_u64(struct json *j, const char *key, uint64_t v)
+{
+	json_key(j, key);
+	fprintf(j->f, "%" PRIu64, v);
+	j->need_comma = true;
+}
+
+static void json_str(struct json *j, const char *key, const char *v)
+{
+	json_key(j, key);
+	json_string(j, v);
+	j->need_comma = true;
+}
+
+static void stats_vcpu(struct json *j, const struct vcpu *v)
+{
+	char name[32];
+	uint64_t total = 0;
+
+	json_open(j, NULL, '{');
+	json_u64(j, "id", v->id);
+	json_open(j, "exits", '{');
+	for (unsigned int r = 0; r < VCPU_EXIT_REASONS; r++) {
+		if (!v->stats.exits[r])
+			continue;
+		if (exit_names[r])
+			snprintf(name, sizeof(name), "%s", exit_names[r]);
+		else
+			snprintf(name, sizeof(name), "reason_%u", r);
+		json_u64(j, name, v->stats.exits[r]);
+		total += v->stats.exits[r];
+	}
+	json_close(j, '}');
+	json_u64(j, "exits_total", total);
+	json_u64(j, "hlt_exits", v->stats.hlt_exits);
+	json_u64(j, "interrupts_injected", v->stats.irqs_injected);
+	json_u64(j, "nmis_injected", v->stats.nmis_injected);
+	json_u64(j, "halted_ns", v->stats.halted_ns);
+	json_u64(j, "wakeups", v->stats.wakeups);
+	json_u64(j, "wake_latency_ns_total", v->stats.wake_latency_ns);
+	json_u64(j, "wake_latency_ns_max", v->stats.wake_latency_max_ns);
+	json_close(j, '}');
+}
+
+/* Caller: every vCPU and the housekeeping thread have been joined. */
+int stats_write(struct vm *vm, const char *path, int status)
+{
+	struct json j = { .f = fopen(path, "w") };
+
+	if (!j.f) {
+		fprintf(stderr, "vmm: cannot write --stats-json '%s': %s\n",
+			path, strerror(errno));
+		return -1;
+	}
+	json_open(&j, NULL, '{');
+	json_str(&j, "vmm", "sysidle-vmm");
+	json_u64(&j, "exit_status", (uint64_t)status);
+	json_u64(&j, "cpus", vm->ncpus);
+	json_u64(&j, "mem_bytes", vm->ram_size);
+	json_open(&j, "housekeeping", '{');
+	json_u64(&j, "host_wakeups", housekeeping_wakeups());
+	json_u64(&j, "timers_fired", housekeeping_timers_fired());
+	json_close(&j, '}');
+	json_open(&j, "vcpus", '[');
+	for (unsigned int i = 0; i < vm->ncpus; i++)
+		stats_vcpu(&j, &vm->vcpus[i]);
+	json_close(&j, ']');
+	json_close(&j, '}');
+	fputc('\n', j.f);
+	if (ferror(j.f) | fclose(j.f)) {
+		fprintf(stderr, "vmm: cannot write --stats-json '%s'\n", path);
+		return -1;
+	}
+	return 0;
+}

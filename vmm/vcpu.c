@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * vCPU threads. Each is a state machine driven by events posted under its
+ * lock (interrupt, NMI, INIT, SIPI, stop):
+ *
+ *   WAIT_SIPI --SIPI--> RUNNING --HLT, nothing pending--> HALTED
+ *       ^                  |  ^----------interrupt----------'
+ *       '------INIT--------'
+ *   any state --stop--> FINISHED
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "vmm.h"
+
+#define SIG_VCPU_KICK SIGUSR1
+#define VCPU_STACK_SIZE (256u << 10)
+
+static __thread struct kvm_run *kick_run;
+
+/* A kick that lands outside KVM_RUN makes the next KVM_RUN return at once. */
+static void vcpu_kick_handler(int sig)
+{
+	(void)sig;
+	if (kick_run)
+		kick_run->immediate_exit = 1;
+}
+
+/* Caller holds v->lock and has just posted an event for @v. */
+void vcpu_kick(struct vcpu *v)
+{
+	if (v->state == VCPU_HALTED && !v->wake_posted_ns)
+		v->wake_posted_ns = now_ns();
+	if (v->state != VCPU_RUNNING)
+		pthread_cond_signal(&v->wake);
+	else if (atomic_load(&v->in_run))
+		pthread_kill(v->thread, SIG_VCPU_KICK);
+}
+
+/* An event that ends HLT. Caller holds v->lock. */
+static bool vcpu_has_wake_event(struct vcpu *v)
+{
+	return v->nmi_pending || v->init_pending ||
+	       (v->run->if_flag && lapic_pending_vector(&v->lapic) >= 0);
+}
+
+/*
+ * NMI first, then the highest deliverable vector if the guest can take it
+ * now, else ask KVM to exit when it can. Caller: @v's thread, lock held,
+ * right before KVM_RUN.
+ */
+static void vcpu_inject(struct vcpu *v)
+{
+	struct kvm_interrupt irq;
+	int vec;
+
+	if (v->nmi_pending && ioctl(v->fd, KVM_NMI) == 0) {
+		v->nmi_pending = false;
+		v->stats.nmis_injected++;
+	}
+	vec = lapic_pending_vector(&v->lapic);
+	if (vec >= 0 && v->run->ready_for_interrupt_injection &&
+	    v->run->if_flag) {
+		irq.irq = (uint32_t)vec;
+		if (ioctl(v->fd, KVM_INTERRUPT, &irq) == 0) {
+			lapic_accept(&v->lapic, vec);
+			v->stats.irqs_injected++;
+			vec = lapic_pending_vector(&v->lapic);
+		}
+	}
+	v->run->request_interrupt_window = vec >= 0;
+}
+
+static void vcpu_exit_io(struct vcpu *v)
+{
+	struct kvm_run *r = v->run;
+	uint8_t *p = (uint8_t *)r + r->io.data_offset;
+
+	for (uint32_t i = 0; i < r->io.count; i++, p += r->io.size)
+		bus_access(v, BUS_PIO, r->io.port, p, r->io.size,
+			   r->io.direction == KVM_EXIT_IO_OUT);
+}
+
+static uint64_t vcpu_rip(struct vcpu *v)
+{
+	struct kvm_regs regs;
+
+	return ioctl(v->fd, KVM_GET_REGS, &regs) < 0 ? 0 : regs.rip;
+}
+
+/* The only switch over exit_reason. Returns the next state. */
+static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
+{
+	struct kvm_run *r = v->run;
+	enum vcpu_state next = VCPU_RUNNING;
+
+	if (r->exit_reason < VCPU_EXIT_REASONS)
+		v->stats.exits[r->exit_reason]++;
+	switch (r->exit_reason) {
+	case KVM_EXIT_IO:
+		vcpu_exit_io(v);
+		break;
+	case KVM_EXIT_MMIO:
+		bus_access(v, BUS_MMIO, r->mmio.phys_addr, r->mmio.data,
+			   r->mmio.len, r->mmio.is_write);
+		break;
+	case KVM_EXIT_X86_RDMSR:
+	case KVM_EXIT_X86_WRMSR:
+		msr_exit(v);
+		break;
+	case KVM_EXIT_HLT:
+		v->stats.hlt_exits++;
+		pthread_mutex_lock(&v->lock);
+		if (!vcpu_has_wake_event(v))
+			next = VCPU_HALTED;
+		pthread_mutex_unlock(&v->lock);
+		break;
+	case KVM_EXIT_IRQ_WINDOW_OPEN:
+	case KVM_EXIT_INTR:
+		break;
+	case KVM_EXIT_SHUTDOWN:
+		vmm_fail(VMM_EXIT_TRIPLE_FAULT, "vCPU %u: triple fault "
+			 "(KVM_EXIT_SHUTDOWN) at rip %#" PRIx64, v->id,
+			 vcpu_rip(v));
+		return VCPU_FINISHED;
+	case KVM_EXIT_INTERNAL_ERROR:
+		vmm_fail(VMM_EXIT_INTERNAL, "vCPU %u: KVM internal error, "
+			 "suberror %u%s, at rip %#" PRIx64, v->id,
+			 r->internal.suberror,
+			 r->internal.suberror == KVM_INTERNAL_ERROR_EMULATION ?
+			 " (emulation failure)" : "", vcpu_rip(v));
+		return VCPU_FINISHED;
+	case KVM_EXIT_FAIL_ENTRY:
+		vmm_fail(VMM_EXIT_INTERNAL, "vCPU %u: VM entry failed, hardware "
+			 "reason %#llx", v->id,
+			 r->fail_entry.hardware_entry_failure_reason);
+		return VCPU_FINISHED;
+	default:
+		vmm_fail(VMM_EXIT_INTERNAL, "vCPU %u: unknown KVM exit reason "
+			 "%u at rip %#" PRIx64, v->id, r->exit_reason,
+			 vcpu_rip(v));
+		return VCPU_FINISHED;
+	}
+	return next;
+}
+
+/* One KVM_RUN and its exit. Caller: @v's thread, state RUNNING. */
+static enum vcpu_state vcpu_run_once(struct vcpu *v)
+{
+	int r;
+
+	pthread_mutex_lock(&v->lock);
+	if (v->init_pending) {
+		v->init_pending = false;
+		lapic_reset(v);
+		pthread_mutex_unlock(&v->lock);
+		return VCPU_WAIT_SIPI;
+	}
+	/* in_run before the injection check: a kicker that posts after the
+	 * check sees it and interrupts KVM_RUN (see vcpu_kick). */
+	atomic_store(&v->in_run, true);
+	if (vm_stopping()) {
+		atomic_store(&v->in_run, false);
+		pthread_mutex_unlock(&v->lock);
+		return VCPU_FINISHED;
+	}
+	vcpu_inject(v);
+	pthread_mutex_unlock(&v->lock);
+
+	r = ioctl(v->fd, KVM_RUN, 0);
+	atomic_store(&v->in_run, false);
+	v->run->immediate_exit = 0;
+	if (r < 0) {
+		if (errno == EINTR || errno == EAGAIN) {
+			v->stats.exits[KVM_EXIT_INTR]++;
+			return VCPU_RUNNING;
+		}
+		vmm_fail(VMM_EXIT_KVM, "vCPU %u: KVM_RUN: %s", v->id,
+			 strerror(errno));
+		return VCPU_FINISHED;
+	}
+	return vcpu_handle_exit(v);
+}
+
+/*
+ * Blocks until an interrupt can be delivered (or NMI, INIT, stop): no
+ * polling, no timeout. Caller: @v's thread, after HLT found nothing.
+ */
+static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
+{
+	uint64_t t0 = now_ns(), t1, posted;
+
+	pthread_mutex_lock(&v->lock);
+	v->state = VCPU_HALTED;
+	v->wake_posted_ns = 0;
+	/* sysidle_enter(cpu) belongs here: idle entry. */
+	while (!vcpu_has_wake_event(v) && !vm_stopping())
+		pthread_cond_wait(&v->wake, &v->lock);
+	/* sysidle_exit(cpu) belongs here: woken with an interrupt pending. */
+	v->state = VCPU_RUNNING;
+	posted = v->wake_posted_ns;
+	pthread_mutex_unlock(&v->lock);
+	t1 = now_ns();
+	v->stats.halted_ns += t1 - t0;
+	if (posted && !vm_stopping()) {
+		v->stats.wakeups++;
+		v->stats.wake_latency_ns += t1 - posted;
+		if (t1 - posted > v->stats.wake_latency_max_ns)
+			v->stats.wake_latency_max_ns = t1 - posted;
+	}
+	return VCPU_RUNNING;
+}
+
+/* Blocks until a SIPI, then starts in real mode at its vector. */
+static enum vcpu_state vcpu_wait_sipi(struct vcpu *v)
+{
+	uint8_t vector;
+
+	pthread_mutex_lock(&v->lock);
+	v->state = VCPU_WAIT_SIPI;
+	for (;;) {
+		if (v->init_pending) { /* INIT while waiting: reset again */
+			v->init_pending = false;
+			lapic_reset(v);
+		}
+		if (v->sipi_pending || vm_stopping())
+			break;
+		pthread_cond_wait(&v->wake, &v->lock);
+	}
+	v->sipi_pending = false;
+	vector = v->sipi_vector;
+	pthread_mutex_unlock(&v->lock);
+	if (vm_stopping() || vcpu_set_sipi_state(v, vector))
+		return VCPU_FINISHED;
+	pthread_mutex_lock(&v->lock);
+	v->state = VCPU_RUNNING;
+	pthread_mutex_unlock(&v->lock);
+	return VCPU_RUNNING;
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vcpu *v = arg;
+	enum vcpu_state next = v->state;
+	sigset_t kick;
+
+	kick_run = v->run;
+	sigemptyset(&kick);
+	sigaddset(&kick, SIG_VCPU_KICK);
+	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
+
+	while (next != VCPU_FINISHED) {
+		if (vm_stopping())
+			next = VCPU_FINISHED;
+		switch (next) {
+		case VCPU_WAIT_SIPI:
+			next = vcpu_wait_sipi(v);
+			break;
+		case VCPU_RUNNING:
+			next = vcpu_run_once(v);
+			break;
+		case VCPU_HALTED:
+			next = vcpu_wait_interrupt(v);
+			break;
+		case VCPU_FINISHED:
+			break;
+		}
+	}
+	pthread_mutex_lock(&v->lock);
+	v->state = VCPU_FINISHED;
+	pthread_mutex_unlock(&v->lock);
+	return NULL;
+}
+
+/* Caller: the main thread, with SIG_VCPU_KICK blocked (threads inherit it
+ * and unblock it themselves once kick_run is set). */
+int vcpus_start(struct vm *vm)
+{
+	struct sigaction sa = { .sa_handler = vcpu_kick_handler };
+	pthread_attr_t attr;
+	sigset_t kick;
+	int err = 0;
+
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIG_VCPU_KICK, &sa, NULL) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "sigaction: %s", strerror(errno));
+	sigemptyset(&kick);
+	sigaddset(&kick, SIG_VCPU_KICK);
+	pthread_sigmask(SIG_BLOCK, &kick, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, VCPU_STACK_SIZE);
+	for (unsigned int i = 0; i < vm->ncpus && !err; i++) {
+		err = pthread_create(&vm->vcpus[i].thread, &attr, vcpu_thread,
+				     &vm->vcpus[i]);
+		vm->vcpus[i].started = !err;
+	}
+	pthread_attr_destroy(&attr);
+	if (err)
+		return vmm_fail(VMM_EXIT_KVM, "cannot start a vCPU thread: %s",
+				strerror(err));
+	return 0;
+}
+
+/* Caller: vm_stop() was called; wakes every vCPU wherever it waits. */
+void vcpus_stop(struct vm *vm)
+{
+	for (unsigned int i = 0; vm->vcpus && i < vm->ncpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		if (!v->started)
+			continue;
+		pthread_mutex_lock(&v->lock);
+		pthread_cond_broadcast(&v->wake);
+		if (atomic_load(&v->in_run))
+			pthread_kill(v->thread, SIG_VCPU_KICK);
+		pthread_mutex_unlock(&v->lock);
+	}
+}
+
+void vcpus_join(struct vm *vm)
+{
+	for (unsigned int i = 0; vm->vcpus && i < vm->ncpus; i++)
+		if (vm->vcpus[i].started)
+			pthread_join(vm->vcpus[i].thread, NULL);
+}

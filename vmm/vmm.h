@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The VMM's core types: the VM, its vCPUs, the port/MMIO bus, the one
+ * error pattern, and the entry points of each device file.
+ */
+#ifndef VMM_VMM_H
+#define VMM_VMM_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sysidle/guest_abi.h>
+
+#include "lapic.h"
+
+/*
+ * Exit status of the process. A guest's write of V to the debug-exit port
+ * makes the VMM exit with V & 0xff, as is; the VMM's own failures use
+ * 120..125 and a stop by signal 128 + the signal number, so a guest that
+ * keeps its codes below 120 is never ambiguous.
+ */
+enum vmm_status {
+	VMM_EXIT_USAGE = 120,        /* bad option, missing kernel */
+	VMM_EXIT_IMAGE = 121,        /* unreadable/bad ELF, no multiboot header,
+				      * RAM too small for the image */
+	VMM_EXIT_KVM = 122,          /* no /dev/kvm, missing capability, too
+				      * many vCPUs, a KVM ioctl failed */
+	VMM_EXIT_TRIPLE_FAULT = 123, /* KVM_EXIT_SHUTDOWN */
+	VMM_EXIT_INTERNAL = 124,     /* emulation failure, failed entry,
+				      * unknown exit reason */
+	VMM_EXIT_STATS = 125,        /* --stats-json could not be written */
+	VMM_EXIT_SIGNAL_BASE = 128,  /* + SIGINT/SIGTERM/SIGHUP */
+};
+
+#define VMM_MAX_CPUS 1024
+#define container_of(p, type, member) \
+	((type *)((char *)(p) - offsetof(type, member)))
+#define VCPU_EXIT_REASONS 64 /* counters kept for exit_reason < 64 */
+
+enum vcpu_state {
+	VCPU_WAIT_SIPI, /* AP before its SIPI, or any vCPU after INIT */
+	VCPU_RUNNING,   /* in or around KVM_RUN */
+	VCPU_HALTED,    /* HLT with nothing pending: thread blocked */
+	VCPU_FINISHED,  /* the VM is stopping: thread returns */
+};
+
+struct vcpu_stats {
+	uint64_t exits[VCPU_EXIT_REASONS];
+	uint64_t hlt_exits;
+	uint64_t irqs_injected;
+	uint64_t nmis_injected;
+	uint64_t halted_ns;
+	uint64_t wakeups;          /* HALTED -> RUNNING */
+	uint64_t wake_latency_ns;  /* sum over wakeups: event posted -> running */
+	uint64_t wake_latency_max_ns;
+};
+
+struct vm;
+
+struct vcpu {
+	struct vm *vm;
+	unsigned int id;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	bool started;
+
+	/* lock guards everything below it; the vCPU's own thread is the only
+	 * writer of state, other threads post events and kick. */
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	enum vcpu_state state;
+	atomic_bool in_run; /* between the injection check and KVM_RUN's end */
+	bool nmi_pending;
+	bool init_pending;
+	bool sipi_pending;
+	uint8_t sipi_vector;
+	uint64_t wake_posted_ns; /* first event posted while HALTED, or 0 */
+	struct lapic lapic;
+
+	struct vcpu_stats stats; /* written by the vCPU thread only */
+} __attribute__((aligned(64)));
+
+struct vm_module {
+	const char *path;
+};
+
+struct vm_options {
+	uint64_t mem_size;
+	unsigned int ncpus;
+	const char *kernel;
+	const char *append;
+	const char **modules;
+	unsigned int nmodules;
+	const char *stats_json;
+};
+
+struct vm {
+	int kvm_fd;
+	int vm_fd;
+	int run_size;
+	uint8_t *ram;
+	uint64_t ram_size; /* total guest RAM */
+	uint64_t ram_low;  /* RAM mapped at 0 (below GUEST_MMIO_HOLE) */
+	unsigned int ncpus;
+	unsigned int max_cpus;
+	uint32_t tsc_khz;
+	struct vcpu *vcpus;
+	uint64_t entry; /* multiboot entry point */
+	uint64_t mbi;   /* multiboot info address */
+	const struct vm_options *opts;
+};
+
+/* Errors: every failure goes through vmm_fail, which prints one
+ * "vmm: <message>" line on stderr (the first failure only), records
+ * @status and stops the VM. It returns -1 so callers can
+ * `return vmm_fail(...)`. */
+int vmm_fail(int status, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void vmm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void vm_stop(int status); /* first caller's status wins */
+bool vm_stopping(void);
+int vm_status(void);
+uint64_t now_ns(void);    /* CLOCK_MONOTONIC */
+
+/* Translate a guest physical range to host memory, or NULL. */
+void *guest_ptr(struct vm *vm, uint64_t gpa, uint64_t len);
+
+/* kvm.c */
+int kvm_vm_create(struct vm *vm, const struct vm_options *opts);
+void kvm_vm_destroy(struct vm *vm);
+
+/* loader.c */
+int loader_load(struct vm *vm, const struct vm_options *opts);
+
+/* bus.c: one table per address space, filled before any vCPU runs. */
+enum bus_space { BUS_PIO, BUS_MMIO };
+typedef void (*bus_handler)(struct vcpu *v, uint64_t off, uint8_t *data,
+			    unsigned int len, bool is_write, void *opaque);
+int bus_register(enum bus_space space, uint64_t base, uint64_t len,
+		 bus_handler fn, void *opaque);
+void bus_access(struct vcpu *v, enum bus_space space, uint64_t addr,
+		uint8_t *data, unsigned int len, bool is_write);
+
+/* vcpu.c */
+int vcpus_create(struct vm *vm);
+int vcpus_start(struct vm *vm);
+void vcpus_stop(struct vm *vm);
+void vcpus_join(struct vm *vm);
+void vcpu_kick(struct vcpu *v);
+int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector); /* vcpu_setup.c */
+
+/* irq.c: interrupt messages, from the IOAPIC or a local APIC's ICR. */
+struct irq_msg {
+	uint32_t dest;
+	uint8_t vector;
+	uint8_t mode;      /* APIC delivery mode, 0..7 */
+	uint8_t shorthand; /* 0 none, 1 self, 2 all, 3 all but self */
+	bool logical;
+	bool level;        /* ICR level: assert (INIT de-assert is dropped) */
+	bool trigger_level; /* level-triggered: EOI goes back to the IOAPIC */
+	bool x2apic;       /* 32-bit destination format */
+};
+void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m);
+
+/* cpuid.c, msr.c */
+int cpuid_setup(struct vcpu *v);
+int msr_vm_setup(struct vm *vm);
+void msr_exit(struct vcpu *v);
+
+/* devices */
+int serial_init(struct vm *vm);
+int serial_input_start(void);
+void serial_input_stop(void);
+int debug_exit_init(struct vm *vm);
+int fw_cfg_init(struct vm *vm);
+int legacy_init(struct vm *vm);
+int ioapic_init(struct vm *vm);
+void ioapic_set_irq(unsigned int pin, bool level);
+void ioapic_eoi(uint8_t vector);
+
+/* stats.c */
+int stats_write(struct vm *vm, const char *path, int status);
+
+#endif
