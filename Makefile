@@ -1,5 +1,6 @@
 # Thin wrapper around meson; the real build is meson.build.
-#   make run    install what is missing, build, run the demo
+#   make run    install what is missing, build, run the demo: an idle
+#               guest under --sysidle (make run-library: the library alone)
 #   make test   install what is missing, build, run every test: plain,
 #               under ASan+UBSan, and the threaded parts (the library's
 #               stress test, the VMM) under TSan
@@ -9,7 +10,7 @@ MESON_OPTS ?=
 ASAN_OPTS := -Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all -Dmodel=false
 TSAN_OPTS := -Db_sanitize=thread -Dmodel=false
 
-.PHONY: all deps build run test bench clean
+.PHONY: all deps build run run-library test bench clean
 
 all: build
 
@@ -26,6 +27,10 @@ build: deps
 	ninja -C $(BUILD)
 
 run: build
+	@sh tools/demo-idle.sh $(BUILD)
+
+# The state-machine library on its own, with simulated CPUs.
+run-library: build
 	./$(BUILD)/sysidle-demo
 
 test: deps
@@ -43,6 +48,7 @@ test: deps
 bench: build
 	./$(BUILD)/sysidle-bench
 	python3 bench/vmm-rtt.py --build $(BUILD)
+	python3 bench/idle-cost.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

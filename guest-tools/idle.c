@@ -1,20 +1,153 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * idle.elf: bring every CPU up, then idle in HLT forever; CPU 0 keeps a
- * periodic tick at hz= (default 250; hz=0: no tick at all).
+ * idle.elf: bring every CPU up, then idle in HLT forever; CPU 0 keeps the
+ * tick at hz= (default 250; hz=0: no tick at all), the pv tick when the VMM
+ * offers it, else a periodic LAPIC timer (tick.c), and counts jiffies.
+ *
+ * Serial input (IRQ 4 through the IOAPIC, to CPU 0) wakes CPU 0: it reads and
+ * discards the bytes and reports its jiffies against the TSC, then idles on.
+ * sleep=S: CPU 0 arms a one-shot LAPIC timer for S seconds (with the LAPIC
+ * tick on CPU 0's timer, the first tick at or after the deadline ends the
+ * sleep instead), reports the same way and exits 0 when jiffies are right,
+ * 1 when not. A report:
+ *   idle: woken by serial|timer: jiffies=J expected=E
+ *   idle: jiffies ok            (|J - E| <= 1)
+ *   idle: jiffies off by D      (D = J - E, signed)
+ * where E = floor(TSC time since tick start * hz).
  */
 #include "rt.h"
 
 const char *guest_name = "idle";
 
+#define UART_RBR 0
+#define UART_IER 1
+#define UART_IIR 2
+#define UART_LSR 5
+
+static volatile u32 serial_wakes, serial_bytes, timer_fires;
+
+static void h_serial(struct irq_frame *f)
+{
+	u32 n = 0;
+
+	(void)f;
+	(void)inb(GUEST_PORT_COM1 + UART_IIR);
+	/* bounded: a UART that always says "data ready" must not wedge us */
+	while (n < 4096 && (inb(GUEST_PORT_COM1 + UART_LSR) & 1)) {
+		(void)inb(GUEST_PORT_COM1 + UART_RBR);
+		n++;
+	}
+	if (n) {
+		serial_bytes += n;
+		serial_wakes++;
+	}
+}
+
+static void h_timer(struct irq_frame *f)
+{
+	(void)f;
+	timer_fires++;
+}
+
+/*
+ * printf with interrupts ON while the line goes out: printf() keeps them off
+ * for a whole line, and a LAPIC tick that comes twice meanwhile is lost (one
+ * IRR bit), which would put jiffies behind. Safe here because only CPU 0
+ * prints and none of this image's handlers print.
+ */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char buf[200];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	irq_enable();
+	console_lock();
+	console_write_unlocked(buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+	console_unlock();
+	irq_disable();
+}
+
+/* Jiffies against the TSC; on CPU 0, called with interrupts off (and
+ * returns so). True when within 1 tick. */
+static bool report(const char *why)
+{
+	u64 j = tick_sync();
+	u64 now = rdtsc();
+	u64 taken = tick_taken, missed = tick_missed;
+	u64 e = tick_expected(now);
+	long long d = (long long)(j - e);
+	bool ok = d >= -1 && d <= 1;
+
+	say("idle: woken by %s: jiffies=%llu expected=%llu\n", why, (unsigned long long)j,
+	    (unsigned long long)e);
+	if (ok)
+		say("idle: jiffies ok\n");
+	else
+		say("idle: jiffies off by %lld\n", d);
+	say("# idle: tick=%s hz=%u: %llu ticks taken, %llu missed, %llu ms since tick start, "
+	    "%u serial bytes\n",
+	    tick_kind_name(), tick_hz, (unsigned long long)taken, (unsigned long long)missed,
+	    (unsigned long long)(tick_kind == TICK_NONE ? 0 :
+				 tsc_to_ns(now - tick_start_tsc) / 1000000u),
+	    serial_bytes);
+	return ok;
+}
+
 void guest_main(void)
 {
 	u32 hz = (u32)cmdline_u64("hz", 250);
-	u32 up;
+	u64 sleep_s = cmdline_u64("sleep", 0);
+	u64 deadline = 0;
+	u32 up, seen_serial = 0, armed_fires = 0;
 
 	watchdog_start(0); /* idles forever: no deadline */
 	up = smp_boot();
+	irq_set_handler(VEC_SERIAL, h_serial);
+	irq_set_handler(VEC_TIMER, h_timer);
+	irq_disable(); /* from here on CPU 0 prints with say() */
 	tick_start(hz);
-	printf("idle: %u cpus up, hz=%u\n", up, hz);
-	idle_loop();
+	say("# idle: tick=%s\n", tick_kind_name());
+
+	/* serial receive interrupts to CPU 0 (the tick CPU) */
+	outb(GUEST_PORT_COM1 + UART_IER, 0x01);
+	ioapic_route(GUEST_IRQ_COM1, VEC_SERIAL, percpus[0].apic_id, false);
+	h_serial(NULL); /* input that came before the interrupt was on counts too */
+
+	if (sleep_s) {
+		say("# idle: sleep=%llu s on %s\n", (unsigned long long)sleep_s,
+		    tick_owns_lapic_timer() ? "the LAPIC tick (it owns CPU 0's timer)"
+					    : "a one-shot LAPIC timer");
+		deadline = rdtsc() + ns_to_tsc(sleep_s * 1000000000ull);
+		armed_fires = timer_fires;
+		wake_at_tsc(VEC_TIMER, deadline);
+	}
+	say("idle: %u cpus up, hz=%u\n", up, hz);
+
+	/*
+	 * CPU 0's idle loop. A wake-up that only took a tick does nothing but
+	 * look at memory and the TSC before halting again (no exits), so the
+	 * VMM can treat it as "only took its tick".
+	 */
+	for (;;) {
+		if (serial_wakes != seen_serial) {
+			seen_serial = serial_wakes;
+			report("serial");
+		}
+		if (deadline && rdtsc() >= deadline) {
+			bool ok = report("timer");
+
+			guest_exit(ok ? EXIT_OK : EXIT_FAIL);
+		}
+		if (deadline && timer_fires != armed_fires) {
+			armed_fires = timer_fires; /* fired early (or clamped): re-arm */
+			wake_at_tsc(VEC_TIMER, deadline);
+		}
+		safe_halt();
+		irq_disable();
+	}
 }

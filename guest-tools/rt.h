@@ -185,6 +185,7 @@ void tsc_init(void); /* BSP, after apic_cpu_init */
 u64 ns_to_tsc(u64 ns);
 u64 tsc_to_ns(u64 ticks);
 void timer_oneshot(u8 vector, u32 ns);
+void timer_oneshot_ns(u8 vector, u64 ns); /* any length: divide up to 128, clamped */
 void timer_periodic(u8 vector, u32 ns);
 void timer_tsc_deadline(u8 vector, u64 deadline);
 void timer_stop(void);
@@ -203,9 +204,33 @@ bool run_on_cpu(u32 cpu, void (*fn)(void *), void *arg, u64 ns);
 void run_on_cpu_async(u32 cpu, void (*fn)(void *), void *arg);
 __attribute__((noreturn)) void idle_loop(void);
 
-/* ---- tick.c: the periodic tick (the one place for it) ---- */
-extern volatile u64 jiffies;
+/* ---- tick.c: the periodic tick and jiffies (the one place for them) ---- */
+enum tick_kind { TICK_NONE, TICK_LAPIC, TICK_PV };
+extern volatile u64 jiffies;     /* ticks elapsed since tick_start() */
+extern volatile u64 tick_taken;  /* tick interrupts handled */
+extern volatile u64 tick_missed; /* pv: sum of the MISSED counts folded in */
+extern enum tick_kind tick_kind;
+extern u32 tick_hz;
+extern u32 tick_cpu;        /* the CPU that called tick_start() */
+extern u64 tick_start_tsc;  /* TSC when the tick was started */
+bool tick_pv_available(void); /* this VMM's signature and SYSIDLE_HV_F_PVTICK */
+/* Start the tick on the calling CPU: the pv tick when available, else a
+ * periodic LAPIC timer (tick=lapic forces it); hz=0: no tick. */
 void tick_start(u32 hz);
+void tick_stop(void);
+const char *tick_kind_name(void); /* "pv", "lapic" or "none" */
+/* After a wake-up that was not a tick: fold MSR_SYSIDLE_PVTICK_MISSED into
+ * jiffies (pv tick, on the tick CPU only) and return jiffies. */
+u64 tick_sync(void);
+/* floor((tsc - tick_start_tsc) in seconds * tick_hz): the ticks due by tsc */
+u64 tick_expected(u64 tsc);
+/* The calling CPU's LAPIC timer carries the LAPIC tick. */
+bool tick_owns_lapic_timer(void);
+/* Wake the calling CPU at or after TSC deadline: a one-shot LAPIC timer on
+ * vector, or, where the LAPIC tick owns the timer, the next tick (at most
+ * one period late). For HLT loops that recheck the TSC after each wake-up. */
+void wake_at_tsc(u8 vector, u64 deadline);
+void wake_cancel(void); /* stop the one-shot (leaves a LAPIC tick alone) */
 
 /* ---- main.c (runtime) calls the image's entry ---- */
 void guest_main(void);

@@ -137,3 +137,20 @@ void timer_stop(void)
 	else
 		apic_write(APIC_REG_TIMER_ICR, 0);
 }
+
+/* A one-shot of up to ~549 s: the smallest divide (1..128) that fits the
+ * count; longer delays are clamped (callers recheck the TSC and re-arm). */
+void timer_oneshot_ns(u8 vector, u64 ns)
+{
+	static const u8 dcr[8] = { 0xb, 0x0, 0x1, 0x2, 0x3, 0x8, 0x9, 0xa };
+	u32 shift = 0;
+
+	while (shift < 7 && (ns >> shift) > 0xffffffffu)
+		shift++;
+	ns >>= shift;
+	if (ns > 0xffffffffu)
+		ns = 0xffffffffu;
+	apic_write(APIC_REG_TIMER_DCR, dcr[shift]);
+	apic_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_ONESHOT | vector);
+	apic_write(APIC_REG_TIMER_ICR, ns ? (u32)ns : 1);
+}

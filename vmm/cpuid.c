@@ -52,7 +52,8 @@ static void cpuid_hv_leaves(struct vcpu *v, struct kvm_cpuid2 *c)
 	e[0] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_BASE,
 		.eax = CPUID_HV_TIMING, .ebx = SYSIDLE_HV_SIGNATURE_EBX,
 		.ecx = SYSIDLE_HV_SIGNATURE_ECX, .edx = SYSIDLE_HV_SIGNATURE_EDX };
-	e[1] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_FEATURES };
+	e[1] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_FEATURES,
+		.eax = SYSIDLE_HV_F_PVTICK };
 	e[2] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_TIMING,
 		.eax = v->lapic.tsc_khz,
 		.ebx = (uint32_t)(GUEST_APIC_TIMER_HZ / 1000) };

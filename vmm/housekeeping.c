@@ -4,6 +4,8 @@
  * earliest deadline of a min-heap of guest timers. Any thread may arm a
  * timer; it moves the host timer itself when the new deadline is earlier.
  * The thread sleeps in poll() with nothing armed: no periodic wake-ups.
+ * A third fd, an eventfd, lets other threads kick it (--sysidle: the vCPU
+ * that ends a full-idle period, the timekeeper's force-exit request).
  */
 #include <errno.h>
 #include <poll.h>
@@ -23,12 +25,14 @@ static struct {
 	uint64_t *expired_ns;
 	unsigned int n, max;
 	uint64_t armed_ns; /* host timer deadline, UINT64_MAX: disarmed */
-	int timer_fd, stop_fd;
+	int timer_fd, stop_fd, kick_fd;
 	pthread_t thread;
 	bool started;
-	uint64_t wakeups, fired; /* housekeeping thread only */
+	void (*on_start)(void), (*on_kick)(void);
+	/* housekeeping thread only: */
+	uint64_t wakeups, timer_wakeups, kicks, fired;
 } hk = { .lock = PTHREAD_MUTEX_INITIALIZER, .armed_ns = UINT64_MAX,
-	 .timer_fd = -1, .stop_fd = -1 };
+	 .timer_fd = -1, .stop_fd = -1, .kick_fd = -1 };
 
 static void heap_swap(unsigned int a, unsigned int b)
 {
@@ -127,20 +131,35 @@ void hk_timer_cancel(struct hk_timer *t)
 
 static void *housekeeping_thread(void *arg)
 {
-	struct pollfd fds[2] = {
+	struct pollfd fds[3] = {
 		{ .fd = hk.timer_fd, .events = POLLIN },
 		{ .fd = hk.stop_fd, .events = POLLIN },
+		{ .fd = hk.kick_fd, .events = POLLIN },
 	};
 	uint64_t buf, now;
 	unsigned int nexp;
 
 	(void)arg;
+	pthread_setname_np(pthread_self(), "vmm-housekeep");
+	if (hk.on_start)
+		hk.on_start();
 	for (;;) {
-		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+		if (poll(fds, 3, -1) < 0 && errno != EINTR)
 			break;
 		if (fds[1].revents)
 			break;
 		hk.wakeups++;
+		if (fds[2].revents) {
+			hk.kicks++;
+			if (read(hk.kick_fd, &buf, sizeof(buf)) < 0 &&
+			    errno != EAGAIN)
+				break;
+			if (hk.on_kick)
+				hk.on_kick();
+		}
+		if (!fds[0].revents)
+			continue;
+		hk.timer_wakeups++;
 		if (read(hk.timer_fd, &buf, sizeof(buf)) < 0 && errno != EAGAIN)
 			break;
 		now = now_ns();
@@ -173,7 +192,9 @@ int housekeeping_start(unsigned int max_timers)
 	hk.expired_ns = calloc(max_timers, sizeof(*hk.expired_ns));
 	hk.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	hk.stop_fd = eventfd(0, EFD_CLOEXEC);
-	if (!hk.heap || !hk.expired || !hk.expired_ns || hk.timer_fd < 0 || hk.stop_fd < 0)
+	hk.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!hk.heap || !hk.expired || !hk.expired_ns || hk.timer_fd < 0 ||
+	    hk.stop_fd < 0 || hk.kick_fd < 0)
 		return vmm_fail(VMM_EXIT_KVM, "housekeeping setup: %s",
 				strerror(errno));
 	pthread_mutex_lock(&hk.lock);
@@ -184,6 +205,22 @@ int housekeeping_start(unsigned int max_timers)
 				"thread");
 	hk.started = true;
 	return 0;
+}
+
+void housekeeping_set_hooks(void (*on_start)(void), void (*on_kick)(void))
+{
+	hk.on_start = on_start;
+	hk.on_kick = on_kick;
+}
+
+void housekeeping_kick(void)
+{
+	uint64_t one = 1;
+
+	/* The counter saturating (EAGAIN) still leaves it readable. */
+	if (hk.kick_fd >= 0 && write(hk.kick_fd, &one, sizeof(one)) < 0 &&
+	    errno != EAGAIN)
+		vmm_warn("cannot kick the housekeeping thread");
 }
 
 void housekeeping_stop(void)
@@ -202,6 +239,16 @@ void housekeeping_stop(void)
 uint64_t housekeeping_wakeups(void)
 {
 	return hk.wakeups;
+}
+
+uint64_t housekeeping_timer_wakeups(void)
+{
+	return hk.timer_wakeups;
+}
+
+uint64_t housekeeping_kicks(void)
+{
+	return hk.kicks;
 }
 
 uint64_t housekeeping_timers_fired(void)

@@ -27,9 +27,18 @@ void hk_timer_init(struct hk_timer *t, hk_fire_fn fire);
 void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns);
 void hk_timer_cancel(struct hk_timer *t);
 
+/* Hooks run on the housekeeping thread: @on_start once before its loop,
+ * @on_kick after each housekeeping_kick() (several kicks may be seen as
+ * one). Set before housekeeping_start(). */
+void housekeeping_set_hooks(void (*on_start)(void), void (*on_kick)(void));
 int housekeeping_start(unsigned int max_timers);
 void housekeeping_stop(void);
-uint64_t housekeeping_wakeups(void);
+/* Any thread, any lock held: wake the housekeeping thread (an eventfd
+ * write) to run its on_kick hook. */
+void housekeeping_kick(void);
+uint64_t housekeeping_wakeups(void);       /* all poll() returns */
+uint64_t housekeeping_timer_wakeups(void); /* ... with the timerfd due */
+uint64_t housekeeping_kicks(void);         /* ... with a kick */
 uint64_t housekeeping_timers_fired(void);
 
 #endif

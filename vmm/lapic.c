@@ -84,6 +84,14 @@ void lapic_set_irr(struct lapic *l, uint8_t vector, bool level)
 	vec_set(l->tmr, vector, level);
 }
 
+bool lapic_irr_only(const struct lapic *l, int vector)
+{
+	for (int i = 0; i < 8; i++)
+		if (l->irr[i] != (i == vector / 32 ? 1u << (vector % 32) : 0))
+			return false;
+	return true;
+}
+
 bool lapic_match(const struct lapic *l, uint32_t dest, bool logical,
 		 bool x2apic)
 {
@@ -128,6 +136,7 @@ void lapic_reset(struct vcpu *v)
 	memset(l->tmr, 0, sizeof(l->tmr));
 	l->timer_icr = 0;
 	l->timer_dcr = 0;
+	pvtick_reset(v);
 }
 
 static void lapic_eoi(struct lapic *l, struct lapic_after *after)

@@ -37,6 +37,7 @@ bool lapic_x2apic(const struct lapic *l);
 int lapic_pending_vector(const struct lapic *l);
 void lapic_accept(struct lapic *l, int vector);
 void lapic_set_irr(struct lapic *l, uint8_t vector, bool level);
+bool lapic_irr_only(const struct lapic *l, int vector); /* IRR == {vector} */
 bool lapic_match(const struct lapic *l, uint32_t dest, bool logical,
 		 bool x2apic);
 /* Without the lock held (they take it): */

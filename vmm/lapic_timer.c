@@ -51,8 +51,11 @@ static void lapic_timer_fire(struct hk_timer *t, uint64_t deadline_ns)
 		if (l->timer_period_ns) {
 			now = now_ns();
 			next = deadline_ns + l->timer_period_ns;
-			if (next <= now) /* missed periods are dropped */
-				next = now + l->timer_period_ns;
+			/* Late by whole periods: they coalesce in the IRR, as
+			 * on hardware, but the phase is kept (no drift). */
+			if (next <= now)
+				next += ((now - next) / l->timer_period_ns + 1) *
+					l->timer_period_ns;
 			l->timer_start_ns = next - l->timer_period_ns;
 			timer_arm(v, next);
 		} else {

@@ -36,7 +36,18 @@ static const char usage_text[] =
 "  --stats-json FILE  write per-vCPU exit counts, HLT exits, interrupts\n"
 "                     injected, time halted and the housekeeping thread's\n"
 "                     host wake-ups to FILE at exit\n"
+"  --sysidle          detect the fully idle guest (all vCPUs halted, the\n"
+"                     timekeeper taking only its tick) and then stop its\n"
+"                     paravirtual tick and the VMM's own periodic work;\n"
+"                     guest LAPIC timers are always honoured\n"
+"  --sysidle-log FILE one line per idle state change and tick stop/restart\n"
+"                     (\"-\": stderr); needs --sysidle\n"
+"  --timekeeper N     the timekeeper vCPU (default 0)\n"
+"  --housekeeping-cpu N  pin the housekeeping thread to host CPU N (with\n"
+"                     --sysidle: only while the guest is not fully idle)\n"
 "  -h, --help         print this help and exit 0\n"
+"\n"
+"Signals: SIGUSR2 ends a full-idle period from outside (the tick restarts).\n"
 "\n"
 "Devices: 16550 UART at 0x3f8 (stdout/stdin, IRQ 4), isa-debug-exit at 0xf4,\n"
 "fw_cfg at 0x510/0x511, IOAPIC at 0xfec00000, local APIC (xAPIC at\n"
@@ -153,6 +164,10 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "append", required_argument, NULL, 'a' },
 		{ "module", required_argument, NULL, 'M' },
 		{ "stats-json", required_argument, NULL, 's' },
+		{ "sysidle", no_argument, NULL, 'S' },
+		{ "sysidle-log", required_argument, NULL, 'L' },
+		{ "timekeeper", required_argument, NULL, 'T' },
+		{ "housekeeping-cpu", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -163,6 +178,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	o->mem_size = 256ull << 20;
 	o->ncpus = 1;
 	o->append = "";
+	o->housekeeping_cpu = -1;
 	o->modules = calloc((size_t)argc, sizeof(*o->modules));
 	if (!o->modules)
 		return usage_error("%s", "out of memory");
@@ -192,6 +208,27 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		case 's':
 			o->stats_json = optarg;
 			break;
+		case 'S':
+			o->sysidle = true;
+			break;
+		case 'L':
+			o->sysidle_log = optarg;
+			break;
+		case 'T':
+		case 'P':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 0 ||
+			    n >= (c == 'T' ? VMM_MAX_CPUS : 1024))
+				return usage_error(c == 'T' ?
+					"--timekeeper '%s': expected a vCPU number" :
+					"--housekeeping-cpu '%s': expected a host "
+					"CPU number", optarg);
+			if (c == 'T')
+				o->timekeeper = (int)n;
+			else
+				o->housekeeping_cpu = (int)n;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			free(o->modules);
@@ -204,6 +241,8 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 					   argv[optind - 1]);
 		}
 	}
+	if (o->sysidle_log && !o->sysidle)
+		return usage_error("%s", "--sysidle-log needs --sysidle");
 	if (optind >= argc)
 		return usage_error("%s", "missing KERNEL.elf");
 	if (optind + 1 < argc)
@@ -234,8 +273,13 @@ static void wait_for_stop(int sig_fd)
 		if (poll(fds, 2, -1) < 0 && errno != EINTR)
 			break;
 		if ((fds[1].revents & POLLIN) &&
-		    read(sig_fd, &si, sizeof(si)) == sizeof(si))
-			vm_stop(VMM_EXIT_SIGNAL_BASE + (int)si.ssi_signo);
+		    read(sig_fd, &si, sizeof(si)) == sizeof(si)) {
+			if (si.ssi_signo == SIGUSR2)
+				idle_external_kick();
+			else
+				vm_stop(VMM_EXIT_SIGNAL_BASE +
+					(int)si.ssi_signo);
+		}
 	}
 }
 
@@ -258,6 +302,7 @@ int main(int argc, char **argv)
 	sigaddset(&stop_sigs, SIGINT);
 	sigaddset(&stop_sigs, SIGTERM);
 	sigaddset(&stop_sigs, SIGHUP);
+	sigaddset(&stop_sigs, SIGUSR2); /* not a stop: ends full idle */
 	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -268,7 +313,9 @@ int main(int argc, char **argv)
 
 	if (kvm_vm_create(&vm, &opts) || loader_load(&vm, &opts) ||
 	    devices_init(&vm) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
-	    housekeeping_start(vm.ncpus) || serial_input_start() ||
+	    idle_init(&vm) ||
+	    /* per vCPU: the LAPIC timer and the pv tick; the idle tick */
+	    housekeeping_start(2 * vm.ncpus + 1) || serial_input_start() ||
 	    vcpus_start(&vm)) {
 		vm_stop(VMM_EXIT_KVM); /* no-op when a message set the status */
 	} else {
@@ -283,6 +330,7 @@ int main(int argc, char **argv)
 	if (opts.stats_json && vm.vcpus &&
 	    stats_write(&vm, opts.stats_json, status))
 		status = VMM_EXIT_STATS;
+	idle_fini();
 	kvm_vm_destroy(&vm);
 	free(opts.modules);
 	fflush(stdout);

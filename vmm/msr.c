@@ -3,7 +3,8 @@
  * MSR exits. KVM hands us the MSRs it cannot handle (INVAL, UNKNOWN: the
  * x2APIC range among them, since there is no in-kernel APIC) and those the
  * filter denies (FILTER: APIC_BASE and TSC_DEADLINE, which KVM would
- * otherwise swallow). The APIC ones go to the lapic; the rest raise #GP.
+ * otherwise swallow). The APIC ones go to the lapic, the paravirtual tick's
+ * (MSR_SYSIDLE_PVTICK_*, unknown to KVM) to pvtick.c; the rest raise #GP.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -76,6 +77,16 @@ void msr_exit(struct vcpu *v)
 	uint64_t val = 0;
 	int err;
 
+	if (pvtick_msr(r->msr.index)) {
+		if (is_write) {
+			err = pvtick_msr_write(v, r->msr.index, r->msr.data);
+		} else {
+			err = pvtick_msr_read(v, r->msr.index, &val);
+			r->msr.data = val;
+		}
+		r->msr.error = err ? 1 : 0;
+		return;
+	}
 	if (!msr_is_lapic(r->msr.index)) {
 		msr_log_unknown(r->msr.index, is_write);
 		r->msr.error = 1;

@@ -192,6 +192,7 @@ static void *serial_input_thread(void *arg)
 	uint8_t buf[256];
 	ssize_t n;
 
+	pthread_setname_np(pthread_self(), "vmm-serial");
 	(void)arg;
 	for (;;) {
 		if (poll(fds, 2, -1) < 0) {

@@ -113,6 +113,53 @@ static void stats_vcpu(struct json *j, const struct vcpu *v)
 	json_u64(j, "wakeups", v->stats.wakeups);
 	json_u64(j, "wake_latency_ns_total", v->stats.wake_latency_ns);
 	json_u64(j, "wake_latency_ns_max", v->stats.wake_latency_max_ns);
+	json_u64(j, "pvtick_hz", v->pvt.hz);
+	json_u64(j, "pvtick_delivered", v->pvt.delivered);
+	json_u64(j, "pvtick_suppressed", v->pvt.nsuppressed);
+	json_close(j, '}');
+}
+
+static void stats_sysidle(struct json *j, const struct vm *vm)
+{
+	static const char *const names[5] = {
+		"NOT", "SHORT", "LONG", "FULL", "FULL_NOTED" };
+	struct idle_stats st;
+	uint64_t total = 0;
+
+	idle_get_stats(&st);
+	if (!st.enabled)
+		return;
+	json_open(j, "sysidle", '{');
+	json_u64(j, "timekeeper", (uint64_t)st.timekeeper);
+	json_u64(j, "delay_ns", st.delay_ns);
+	json_u64(j, "tick_period_ns", st.tick_period_ns);
+	json_open(j, "state_ns", '{');
+	for (int i = 0; i < 5; i++)
+		json_u64(j, names[i], st.state_ns[i]);
+	json_close(j, '}');
+	json_u64(j, "full_idle_periods", st.full_idle_periods);
+	json_u64(j, "tick_restarts", st.tick_restarts);
+	json_open(j, "detection_latency_ns", '{');
+	json_u64(j, "count", st.lat_count);
+	json_u64(j, "min", st.lat_min);
+	json_u64(j, "median", st.lat_median);
+	json_u64(j, "mean", st.lat_count ? st.lat_sum / st.lat_count : 0);
+	json_u64(j, "max", st.lat_max);
+	json_close(j, '}');
+	json_open(j, "ticks_suppressed", '[');
+	for (unsigned int i = 0; i < vm->ncpus; i++) {
+		json_sep(j);
+		fprintf(j->f, "%" PRIu64, vm->vcpus[i].pvt.nsuppressed);
+		j->need_comma = true;
+		total += vm->vcpus[i].pvt.nsuppressed;
+	}
+	json_close(j, ']');
+	json_u64(j, "ticks_suppressed_total", total);
+	json_u64(j, "housekeeping_timer_wakeups", housekeeping_timer_wakeups());
+	json_u64(j, "housekeeping_kicks", housekeeping_kicks());
+	json_u64(j, "scans", st.scans);
+	json_u64(j, "force_exits", st.force_exits);
+	json_u64(j, "violations", st.violations);
 	json_close(j, '}');
 }
 
@@ -133,8 +180,11 @@ int stats_write(struct vm *vm, const char *path, int status)
 	json_u64(&j, "mem_bytes", vm->ram_size);
 	json_open(&j, "housekeeping", '{');
 	json_u64(&j, "host_wakeups", housekeeping_wakeups());
+	json_u64(&j, "timer_wakeups", housekeeping_timer_wakeups());
+	json_u64(&j, "kicks", housekeeping_kicks());
 	json_u64(&j, "timers_fired", housekeeping_timers_fired());
 	json_close(&j, '}');
+	stats_sysidle(&j, vm);
 	json_open(&j, "vcpus", '[');
 	for (unsigned int i = 0; i < vm->ncpus; i++)
 		stats_vcpu(&j, &vm->vcpus[i]);

@@ -11,12 +11,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "housekeeping.h"
 #include "vmm.h"
 
-#define SIG_VCPU_KICK SIGUSR1
+#define SIG_VCPU_KICK SIGUSR1 /* SIGUSR2 is the outside world's (main.c) */
 #define VCPU_STACK_SIZE (256u << 10)
 
 static __thread struct kvm_run *kick_run;
@@ -64,6 +66,8 @@ static void vcpu_inject(struct vcpu *v)
 	vec = lapic_pending_vector(&v->lapic);
 	if (vec >= 0 && v->run->ready_for_interrupt_injection &&
 	    v->run->if_flag) {
+		if (idle_enabled() && (int)v->id == idle_timekeeper())
+			idle_tk_inject(v, vec);
 		irq.irq = (uint32_t)vec;
 		if (ioctl(v->fd, KVM_INTERRUPT, &irq) == 0) {
 			lapic_accept(&v->lapic, vec);
@@ -99,6 +103,8 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 
 	if (r->exit_reason < VCPU_EXIT_REASONS)
 		v->stats.exits[r->exit_reason]++;
+	if (idle_enabled() && (int)v->id == idle_timekeeper())
+		idle_tk_exit(v);
 	switch (r->exit_reason) {
 	case KVM_EXIT_IO:
 		vcpu_exit_io(v);
@@ -114,7 +120,9 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 	case KVM_EXIT_HLT:
 		v->stats.hlt_exits++;
 		pthread_mutex_lock(&v->lock);
-		if (!vcpu_has_wake_event(v))
+		/* --sysidle: even with an event pending this is an idle entry
+		 * and exit (the timekeeper's tick-only window ends here). */
+		if (!vcpu_has_wake_event(v) || idle_enabled())
 			next = VCPU_HALTED;
 		pthread_mutex_unlock(&v->lock);
 		break;
@@ -192,17 +200,22 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 {
 	uint64_t t0 = now_ns(), t1, posted;
+	bool kick;
 
 	pthread_mutex_lock(&v->lock);
 	v->state = VCPU_HALTED;
 	v->wake_posted_ns = 0;
-	/* sysidle_enter(cpu) belongs here: idle entry. */
+	idle_halt(v, false); /* --sysidle: sysidle_enter */
 	while (!vcpu_has_wake_event(v) && !vm_stopping())
 		pthread_cond_wait(&v->wake, &v->lock);
-	/* sysidle_exit(cpu) belongs here: woken with an interrupt pending. */
+	kick = idle_wake(v, false); /* --sysidle: sysidle_exit */
 	v->state = VCPU_RUNNING;
 	posted = v->wake_posted_ns;
 	pthread_mutex_unlock(&v->lock);
+	/* Already running: the housekeeping thread restarts the tick (or
+	 * forces the timekeeper's exit) behind us. */
+	if (kick)
+		housekeeping_kick();
 	t1 = now_ns();
 	v->stats.halted_ns += t1 - t0;
 	if (posted && !vm_stopping()) {
@@ -219,8 +232,11 @@ static enum vcpu_state vcpu_wait_sipi(struct vcpu *v)
 {
 	uint8_t vector;
 
+	bool kick;
+
 	pthread_mutex_lock(&v->lock);
 	v->state = VCPU_WAIT_SIPI;
+	idle_halt(v, true); /* a vCPU waiting for SIPI is idle */
 	for (;;) {
 		if (v->init_pending) { /* INIT while waiting: reset again */
 			v->init_pending = false;
@@ -232,7 +248,10 @@ static enum vcpu_state vcpu_wait_sipi(struct vcpu *v)
 	}
 	v->sipi_pending = false;
 	vector = v->sipi_vector;
+	kick = idle_wake(v, true);
 	pthread_mutex_unlock(&v->lock);
+	if (kick)
+		housekeeping_kick();
 	if (vm_stopping() || vcpu_set_sipi_state(v, vector))
 		return VCPU_FINISHED;
 	pthread_mutex_lock(&v->lock);
@@ -246,7 +265,10 @@ static void *vcpu_thread(void *arg)
 	struct vcpu *v = arg;
 	enum vcpu_state next = v->state;
 	sigset_t kick;
+	char name[16];
 
+	snprintf(name, sizeof(name), "vmm-vcpu%u", v->id);
+	pthread_setname_np(pthread_self(), name);
 	kick_run = v->run;
 	sigemptyset(&kick);
 	sigaddset(&kick, SIG_VCPU_KICK);

@@ -110,6 +110,7 @@ static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)
 	if (vcpu_read_tsc(v) || cpuid_setup(v))
 		return -1;
 	lapic_timer_init(v);
+	pvtick_init(v);
 	lapic_reset(v);
 	return id == 0 ? vcpu_set_multiboot_state(v) : 0;
 }

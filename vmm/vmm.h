@@ -61,6 +61,26 @@ struct vcpu_stats {
 
 struct vm;
 
+/*
+ * The paravirtual tick of one vCPU (pvtick.c; ABI in guest_abi.h). Tick k
+ * (k >= 1) is due at epoch_ns + k * period_ns; @next is the first tick not
+ * yet accounted (delivered or counted missed). Guarded by the vCPU lock.
+ */
+struct pvtick {
+	uint32_t hz;          /* 0: off */
+	uint8_t vector;       /* 0: not set yet */
+	uint64_t period_ns;
+	uint64_t epoch_ns;
+	uint64_t next;
+	uint64_t missed;      /* read-and-clear through MSR_SYSIDLE_PVTICK_MISSED */
+	uint64_t deadline_ns; /* the hk timer's deadline, 0: not armed */
+	bool suppressed;      /* disarmed by --sysidle: catch up when resumed */
+	uint64_t stop_missed; /* counted missed since the VM's tick stopped */
+	struct hk_timer timer;
+	uint64_t delivered;   /* stats: ticks posted to the IRR */
+	uint64_t nsuppressed; /* stats: ticks counted missed instead */
+};
+
 struct vcpu {
 	struct vm *vm;
 	unsigned int id;
@@ -81,6 +101,15 @@ struct vcpu {
 	uint8_t sipi_vector;
 	uint64_t wake_posted_ns; /* first event posted while HALTED, or 0 */
 	struct lapic lapic;
+	struct pvtick pvt;
+
+	/* --sysidle bookkeeping (idle.c), written by the vCPU thread only:
+	 * idle_seq is even while the thread is halted (or waits for SIPI),
+	 * woke_ns is when it last left that state (set before idle_seq turns
+	 * odd), halted_at_ns when it last entered it. */
+	atomic_uint idle_seq;
+	_Atomic uint64_t woke_ns;
+	_Atomic uint64_t halted_at_ns;
 
 	struct vcpu_stats stats; /* written by the vCPU thread only */
 } __attribute__((aligned(64)));
@@ -97,6 +126,10 @@ struct vm_options {
 	const char **modules;
 	unsigned int nmodules;
 	const char *stats_json;
+	bool sysidle;            /* --sysidle */
+	const char *sysidle_log; /* --sysidle-log FILE, "-": stderr */
+	int timekeeper;          /* --timekeeper N (default 0) */
+	int housekeeping_cpu;    /* --housekeeping-cpu N, -1: not pinned */
 };
 
 struct vm {
@@ -182,6 +215,54 @@ int legacy_init(struct vm *vm);
 int ioapic_init(struct vm *vm);
 void ioapic_set_irq(unsigned int pin, bool level);
 void ioapic_eoi(uint8_t vector);
+
+/* pvtick.c: the paravirtual tick. Callers hold the vCPU lock unless said
+ * otherwise. */
+void pvtick_init(struct vcpu *v);
+void pvtick_reset(struct vcpu *v);
+bool pvtick_msr(uint32_t index);
+/* Without the lock held (they take it); -1 means #GP. */
+int pvtick_msr_read(struct vcpu *v, uint32_t index, uint64_t *val);
+int pvtick_msr_write(struct vcpu *v, uint32_t index, uint64_t val);
+/* The VM's tick stops (suspend) or @v runs again (resume, catching up the
+ * periods that passed as missed). */
+void pvtick_suspend(struct vcpu *v);
+void pvtick_resume(struct vcpu *v);
+
+/* idle.c: --sysidle. idle_enabled() is false without it and every other
+ * call is then a no-op. */
+int idle_init(struct vm *vm);
+void idle_fini(void);
+bool idle_enabled(void);
+int idle_timekeeper(void);
+/* vCPU thread, @v's lock held: HLT with nothing pending (or WAIT_SIPI)
+ * starts, and ends. idle_wake returns true when the housekeeping thread
+ * must be kicked (after the lock is dropped). */
+void idle_halt(struct vcpu *v, bool sipi);
+bool idle_wake(struct vcpu *v, bool sipi);
+/* Timekeeper vCPU thread: its tick-only wake-up window. */
+void idle_tk_exit(struct vcpu *v);
+void idle_tk_inject(struct vcpu *v, int vector);
+/* Any thread: the outside world asks the VM out of full idle (SIGUSR2). */
+void idle_external_kick(void);
+/* pvtick.c asks: may this tick be suppressed? Caller holds @v's lock. */
+bool idle_suppress_tick(const struct vcpu *v);
+#define IDLE_LATENCY_SAMPLES 4096
+struct idle_stats {
+	bool enabled;
+	int timekeeper;
+	uint64_t delay_ns;
+	uint64_t tick_period_ns;     /* the housekeeping tick, last armed */
+	uint64_t state_ns[5];        /* time in NOT .. FULL_NOTED */
+	uint64_t full_idle_periods;  /* tick stops */
+	uint64_t lat_count, lat_min, lat_max, lat_sum, lat_median;
+	uint64_t force_exits;        /* force_exit calls that changed the state */
+	uint64_t violations;         /* FULL while a non-timekeeper ran */
+	uint64_t scans;
+	uint64_t tick_restarts;
+};
+/* After the housekeeping thread has stopped. */
+void idle_get_stats(struct idle_stats *st);
 
 /* stats.c */
 int stats_write(struct vm *vm, const char *path, int status);

@@ -61,6 +61,29 @@
 #define SYSIDLE_HV_SIGNATURE_ECX 0x56656c64u /* "dleV" */
 #define SYSIDLE_HV_SIGNATURE_EDX 0x00004d4du /* "MM\0\0" */
 
+/*
+ * The paravirtual tick (CPUID_HV_FEATURES EAX bit SYSIDLE_HV_F_PVTICK).
+ *
+ * A vCPU asks the VMM for a periodic timekeeping tick by writing the vector
+ * to MSR_SYSIDLE_PVTICK_VECTOR and then the rate in Hz (1..10000) to
+ * MSR_SYSIDLE_PVTICK_HZ; writing 0 Hz stops it. Each vCPU has its own tick.
+ * The tick is delivered like a fixed, edge-triggered LAPIC interrupt (the
+ * guest EOIs it). In exchange the guest accepts that the VMM may suppress
+ * it: under --sysidle a halted vCPU other than the timekeeper (vCPU 0) gets
+ * no tick, and the timekeeper gets none while the whole VM is fully idle.
+ * Suppressed ticks are counted, not lost: MSR_SYSIDLE_PVTICK_MISSED reads,
+ * and clears, the number of this vCPU's tick periods that passed without a
+ * tick being delivered. A guest that keeps jiffies adds 1 + MISSED at each
+ * tick it takes (and reads MISSED when it wakes for another reason, if it
+ * needs its jiffies then), so its jiffies always equal elapsed ticks.
+ * Unknown bits or out-of-range values raise #GP.
+ */
+#define SYSIDLE_HV_F_PVTICK (1u << 0)
+#define MSR_SYSIDLE_PVTICK_HZ 0x53490000u
+#define MSR_SYSIDLE_PVTICK_VECTOR 0x53490001u
+#define MSR_SYSIDLE_PVTICK_MISSED 0x53490002u
+#define SYSIDLE_PVTICK_MAX_HZ 10000u
+
 /* Local APIC (both modes). x2APIC MSR = 0x800 + (xAPIC offset >> 4). */
 #define MSR_IA32_APIC_BASE 0x1b
 #define MSR_IA32_TSC_DEADLINE 0x6e0

@@ -7,6 +7,11 @@ printed no "FAIL - " line and printed a line matching --expect. Every run
 is bounded: on expiry QEMU is killed (SIGKILL, by PID) and the test fails
 with "QEMU hung". Without qemu-system-x86_64 or a usable /dev/kvm the test
 says why and exits 77 (skip); it never passes then.
+
+--send types text on the guest's serial port (QEMU's stdin) once a line
+matches --send-after; --runs N boots the image N times (each run must pass)
+and --same REGEX requires the first line matching it to be identical in all.
+--attempts N passes when one of N tries passes (each failed try is shown).
 """
 import argparse
 import os
@@ -38,15 +43,28 @@ def run_qemu(qemu, cpu, args, timeout):  # -> status, hung, output, seconds, unt
            '-no-reboot']
     diag('$ ' + ' '.join(repr(c) if ' ' in c or not c else c for c in cmd))
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if args.send else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     out = b''
     hung = False
     seen = None  # when the --until line appeared
+    sends = list(args.send)  # serial input still to type, one item per --send
+    send_at = None           # when to type the next one
     while True:
         now = time.monotonic()
+        if sends and send_at is None and any(
+                re.search(args.send_after, l.rstrip('\r'))
+                for l in out.decode('utf-8', 'replace').splitlines()):
+            send_at = now + args.send_gap
+        if sends and send_at is not None and now >= send_at:
+            try:
+                proc.stdin.write(sends.pop(0).encode())
+                proc.stdin.flush()
+            except OSError:
+                sends = []
+            send_at = now + args.send_gap if sends else None
         if seen is not None and now - seen >= args.linger:
             os.kill(proc.pid, signal.SIGKILL)  # booted and still running: done
             break
@@ -54,7 +72,7 @@ def run_qemu(qemu, cpu, args, timeout):  # -> status, hung, output, seconds, unt
         if left <= 0:
             hung = True
             break
-        if not sel.select(min(left, 1.0)):
+        if not sel.select(min(left, 0.1 if sends else 1.0)):
             if proc.poll() is not None:
                 break
             continue
@@ -63,11 +81,16 @@ def run_qemu(qemu, cpu, args, timeout):  # -> status, hung, output, seconds, unt
             break
         out += chunk
         if (seen is None and args.until and
-                any(re.search(args.until, l.rstrip('\r'))
-                    for l in out.decode('utf-8', 'replace').splitlines())):
+                sum(1 for l in out.decode('utf-8', 'replace').splitlines()
+                    if re.search(args.until, l.rstrip('\r'))) >= args.until_count):
             seen = time.monotonic()
     if hung:
         os.kill(proc.pid, signal.SIGKILL)
+    if proc.stdin:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
     try:
         status = proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
@@ -98,7 +121,24 @@ def main():
     ap.add_argument('--until', default=None,
                     help='for images that never exit: success once a guest line matches '
                          'this regex and the guest is still running --linger s later')
+    ap.add_argument('--until-count', type=int, default=1,
+                    help='with --until: that many lines must match')
     ap.add_argument('--linger', type=float, default=1.0)
+    ap.add_argument('--reject', action='append', default=[],
+                    help='regex no guest line may match (repeatable)')
+    ap.add_argument('--send', action='append', default=[],
+                    help='text to type on the guest serial port once a line matches '
+                         '--send-after (repeatable: one item every --send-gap s)')
+    ap.add_argument('--send-after', default='.',
+                    help='regex of the guest line that --send waits for')
+    ap.add_argument('--send-gap', type=float, default=0.5)
+    ap.add_argument('--runs', type=int, default=1,
+                    help='boot the image this many times; each run must pass')
+    ap.add_argument('--attempts', type=int, default=1,
+                    help='boot up to this many times until one passes (for checks a loaded '
+                         'host can spoil: every failed attempt is shown)')
+    ap.add_argument('--same', default=None,
+                    help='regex: the first line matching it must be identical in every run')
     ap.add_argument('--cpu', default=os.environ.get('GUEST_TEST_QEMU_CPU', 'host'))
     args = ap.parse_args()
 
@@ -116,17 +156,60 @@ def main():
         return 1
 
     print('1..1', flush=True)
-    status, hung, out, secs, seen = run_qemu(qemu, args.cpu, args, args.timeout)
-    if (not hung and args.cpu == 'host' and status != args.status
-            and 'failed to set MSR 0x10a' in out):
-        diag(f'QEMU refused -cpu host here (MSR 0x10a); retrying with -cpu {CPU_FALLBACK}')
-        status, hung, out, secs, seen = run_qemu(qemu, CPU_FALLBACK, args, args.timeout)
+    cpu = args.cpu
+    for attempt in range(1, args.attempts + 1):
+        if args.attempts > 1:
+            diag(f'attempt {attempt} of {args.attempts}')
+        cpu, why, secs, status = attempt_all(qemu, cpu, args)
+        if not why:
+            break
+        if attempt < args.attempts:
+            diag(f'attempt {attempt} failed: {why}')
+    if why:
+        print(f'not ok 1 - {args.name}: {why}')
+        return 1
+    again = f', attempt {attempt} of {args.attempts}' if attempt > 1 else ''
+    if args.until:
+        print(f'ok 1 - {args.name} (booted, still running {args.linger:.1f} s later, '
+              f'killed; {secs:.1f} s{again})')
+    else:
+        print(f'ok 1 - {args.name} (QEMU status {status}, {secs:.1f} s'
+              + (f', {args.runs} runs' if args.runs > 1 else '') + again + ')')
+    return 0
 
+
+def attempt_all(qemu, cpu, args):  # -> cpu, why (None: passed), seconds, status
+    same = []  # the first --same match of each run
+    for run in range(1, args.runs + 1):
+        if args.runs > 1:
+            diag(f'run {run} of {args.runs}')
+        status, hung, out, secs, seen = run_qemu(qemu, cpu, args, args.timeout)
+        if (not hung and cpu == 'host' and status != args.status
+                and 'failed to set MSR 0x10a' in out):
+            diag(f'QEMU refused -cpu host here (MSR 0x10a); retrying with -cpu {CPU_FALLBACK}')
+            cpu = CPU_FALLBACK
+            status, hung, out, secs, seen = run_qemu(qemu, cpu, args, args.timeout)
+        why = judge(args, status, hung, out, secs, seen, run)
+        if why:
+            return cpu, why, secs, status
+        if args.same:
+            hit = [l.rstrip('\r') for l in out.splitlines() if re.search(args.same, l.rstrip('\r'))]
+            same.append(hit[0] if hit else None)
+    if args.same:
+        if None in same or len(set(same)) != 1:
+            return cpu, (f'the line matching {args.same!r} differs between runs: '
+                         + ' / '.join(repr(l) for l in same)), secs, status
+        diag(f'all {args.runs} runs printed: {same[0]}')
+    return cpu, None, secs, status
+
+
+def judge(args, status, hung, out, secs, seen, run):  # -> None (passed) or why not
     for line in out.splitlines():
         diag(line)
     lines = [l.rstrip('\r') for l in out.splitlines()]
     fails = [l for l in lines if l.startswith('FAIL - ')]
     missing = [e for e in args.expect if not any(re.search(e, l) for l in lines)]
+    rejected = [l for l in lines if any(re.search(r, l) for r in args.reject)]
 
     why = []
     if hung:
@@ -141,15 +224,12 @@ def main():
         why.append(f'{len(fails)} guest check(s) failed: ' + '; '.join(fails[:3]))
     if missing:
         why.append('no guest line matched ' + ', '.join(repr(m) for m in missing))
+    if rejected:
+        why.append('rejected guest line(s): ' + '; '.join(repr(l) for l in rejected[:3]))
     if why:
-        print(f'not ok 1 - {args.name}: ' + ' / '.join(why) + f' ({secs:.1f} s)')
-        return 1
-    if args.until:
-        print(f'ok 1 - {args.name} (booted, still running {args.linger:.1f} s later, '
-              f'killed; {secs:.1f} s)')
-    else:
-        print(f'ok 1 - {args.name} (QEMU status {status}, {secs:.1f} s)')
-    return 0
+        where = f'run {run}: ' if args.runs > 1 else ''
+        return where + ' / '.join(why) + f' ({secs:.1f} s)'
+    return None
 
 
 if __name__ == '__main__':

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The paravirtual tick (include/sysidle/guest_abi.h): a per-vCPU periodic
+ * fixed interrupt at the rate the guest asks for, driven by one
+ * housekeeping timer per vCPU that has it enabled.
+ *
+ * Accounting: tick k (k >= 1) is due at epoch + k * period, epoch being the
+ * time of the MSR_SYSIDLE_PVTICK_HZ write; the phase never changes while the
+ * tick is on. Every due tick is either delivered (its vector set in the IRR)
+ * or counted in @missed, which the guest reads and clears:
+ *  - the housekeeping thread was late by more than a period: the extra
+ *    periods are missed;
+ *  - the previous tick is still pending in the IRR: missed;
+ *  - under --sysidle, the vCPU is a halted non-timekeeper: missed, the timer
+ *    is left disarmed (no host wake-up per period) and the periods that
+ *    pass until the vCPU runs again are counted when it resumes
+ *    (pvtick_resume);
+ *  - the whole VM is fully idle: every vCPU's tick is suspended and the
+ *    periods are counted the same way when it resumes.
+ * So at any time: delivered + missed-read + missed-pending + (periods not
+ * yet accounted while suppressed) == ticks due since epoch.
+ */
+#include "vmm.h"
+
+static void pvtick_arm(struct vcpu *v)
+{
+	struct pvtick *t = &v->pvt;
+
+	t->deadline_ns = t->epoch_ns + t->next * t->period_ns;
+	hk_timer_arm(&t->timer, t->deadline_ns);
+}
+
+static void pvtick_disarm(struct vcpu *v)
+{
+	v->pvt.deadline_ns = 0;
+	hk_timer_cancel(&v->pvt.timer);
+}
+
+/* The ticks due at @now from @next on (0 if none), accounted: next moves
+ * past them. */
+static uint64_t pvtick_take_due(struct pvtick *t, uint64_t now)
+{
+	uint64_t due;
+
+	if (now < t->epoch_ns + t->next * t->period_ns)
+		return 0;
+	due = (now - t->epoch_ns) / t->period_ns + 1 - t->next;
+	t->next += due;
+	return due;
+}
+
+/* Housekeeping thread: a tick is due. */
+static void pvtick_fire(struct hk_timer *ht, uint64_t deadline_ns)
+{
+	struct pvtick *t = container_of(ht, struct pvtick, timer);
+	struct vcpu *v = container_of(t, struct vcpu, pvt);
+	struct lapic *l = &v->lapic;
+	uint64_t due;
+
+	pthread_mutex_lock(&v->lock);
+	if (!t->hz || t->deadline_ns != deadline_ns) { /* stale */
+		pthread_mutex_unlock(&v->lock);
+		return;
+	}
+	due = pvtick_take_due(t, now_ns());
+	if (!due) { /* early wake-up (cannot happen with an ABSTIME timer) */
+		pvtick_arm(v);
+	} else if (idle_suppress_tick(v)) {
+		/* A halted non-timekeeper: nothing delivered, timer left
+		 * disarmed until the vCPU runs (pvtick_resume). */
+		t->missed += due;
+		t->nsuppressed += due;
+		t->suppressed = true;
+		t->deadline_ns = 0;
+	} else {
+		t->missed += due - 1;
+		if (l->irr[t->vector / 32] & (1u << (t->vector % 32))) {
+			t->missed++; /* the previous one is still pending */
+		} else {
+			lapic_set_irr(l, t->vector, false);
+			t->delivered++;
+			vcpu_kick(v);
+		}
+		pvtick_arm(v);
+	}
+	pthread_mutex_unlock(&v->lock);
+}
+
+void pvtick_init(struct vcpu *v)
+{
+	hk_timer_init(&v->pvt.timer, pvtick_fire);
+}
+
+/* INIT / power-on: the tick is off. */
+void pvtick_reset(struct vcpu *v)
+{
+	struct pvtick *t = &v->pvt;
+
+	pvtick_disarm(v);
+	t->hz = 0;
+	t->vector = 0;
+	t->missed = 0;
+	t->suppressed = false;
+}
+
+void pvtick_suspend(struct vcpu *v)
+{
+	struct pvtick *t = &v->pvt;
+
+	t->stop_missed = 0;
+	if (!t->hz || t->suppressed)
+		return;
+	pvtick_disarm(v);
+	t->suppressed = true;
+}
+
+void pvtick_resume(struct vcpu *v)
+{
+	struct pvtick *t = &v->pvt;
+	uint64_t due;
+
+	if (!t->hz || !t->suppressed)
+		return;
+	due = pvtick_take_due(t, now_ns());
+	t->missed += due;
+	t->nsuppressed += due;
+	t->stop_missed += due;
+	t->suppressed = false;
+	pvtick_arm(v);
+}
+
+bool pvtick_msr(uint32_t index)
+{
+	return index >= MSR_SYSIDLE_PVTICK_HZ &&
+	       index <= MSR_SYSIDLE_PVTICK_MISSED;
+}
+
+int pvtick_msr_read(struct vcpu *v, uint32_t index, uint64_t *val)
+{
+	struct pvtick *t = &v->pvt;
+
+	pthread_mutex_lock(&v->lock);
+	switch (index) {
+	case MSR_SYSIDLE_PVTICK_HZ:
+		*val = t->hz;
+		break;
+	case MSR_SYSIDLE_PVTICK_VECTOR:
+		*val = t->vector;
+		break;
+	default: /* MISSED: read and clear */
+		*val = t->missed;
+		t->missed = 0;
+		break;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return 0;
+}
+
+int pvtick_msr_write(struct vcpu *v, uint32_t index, uint64_t val)
+{
+	struct pvtick *t = &v->pvt;
+	int err = 0;
+
+	pthread_mutex_lock(&v->lock);
+	switch (index) {
+	case MSR_SYSIDLE_PVTICK_HZ:
+		if (val > SYSIDLE_PVTICK_MAX_HZ || (val && !t->vector)) {
+			err = -1;
+			break;
+		}
+		pvtick_disarm(v);
+		t->hz = (uint32_t)val;
+		t->missed = 0;
+		t->suppressed = false;
+		if (!val)
+			break;
+		t->period_ns = 1000000000ull / val;
+		t->epoch_ns = now_ns();
+		t->next = 1;
+		pvtick_arm(v);
+		break;
+	case MSR_SYSIDLE_PVTICK_VECTOR:
+		if (val < 16 || val > 255)
+			err = -1;
+		else
+			t->vector = (uint8_t)val;
+		break;
+	default: /* MISSED is read-only */
+		err = -1;
+		break;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return err;
+}
