@@ -14,50 +14,16 @@ import tempfile
 import threading
 import time
 
-VMM, GUESTS, TOOLS = sys.argv[1], sys.argv[2], sys.argv[3]
+import vmmtest
+from vmmtest import check, sanitizer_check, tool
+
+vmmtest.init(sys.argv)
+VMM, GUESTS, TOOLS = vmmtest.VMM, vmmtest.GUESTS, vmmtest.TOOLS
 RUN_TIMEOUT = 60
-SELFTEST_TIMEOUT = 180
-failures = []
-count = 0
-
-
-def check(ok, what, detail=""):
-    global count
-    count += 1
-    print(("ok" if ok else "not ok") + " %d - %s" % (count, what))
-    if not ok:
-        failures.append(what)
-        for line in str(detail).splitlines()[-20:]:
-            print("#   " + line)
-    sys.stdout.flush()
-
-
-SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
-                       r"runtime error:")
-
-
-def sanitizer_check(err, args):
-    """Sanitizer builds: any report on the VMM's stderr fails the run."""
-    if err and SANITIZER.search(err):
-        check(False, "sanitizer report from vmm %s" % " ".join(args), err)
 
 
 def run(args, timeout=RUN_TIMEOUT):
-    p = subprocess.Popen([VMM] + args, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-        sanitizer_check(err, args)
-        return p.returncode, out, err
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        return None, out, err
-
-
-def tool(name):
-    return os.path.join(TOOLS, name)
+    return vmmtest.run(args, timeout=timeout)
 
 
 def has_strings(path, *needles):
@@ -379,10 +345,10 @@ def test_burst(tmp):
                            "--append", app, b], timeout=60)
     a, s = burst_line(out0), burst_line(out1)
     keys = ["rounds", "picks", "checksum"]
+    # The result is what the guest computed and where; busy= is wall-clock
+    # time on a shared host, printed for the reader but not compared.
     ok = rc0 == 0 and rc1 == 0 and a and s and \
-        all(a.get(k) == s.get(k) for k in keys) and \
-        abs(int(a.get("busy", 0)) - int(s.get("busy", 0))) <= \
-        max(3, int(a.get("busy", 0)) // 10)
+        all(a.get(k) == s.get(k) for k in keys)
     check(ok, "burst.elf %s: same result with --sysidle (%s / %s)" %
           (app, a and {k: a.get(k) for k in keys + ["busy"]},
            s and {k: s.get(k) for k in keys + ["busy"]}),
@@ -411,29 +377,8 @@ def test_guest_timers():
           (rc, out, err))
 
 
-def test_selftest():
-    st = tool("selftest.elf")
-    if not os.path.exists(st):
-        print("# %s not built: selftest boots skipped" % st)
-        return
-    for cpus in [1, 2, 4, 8, 64]:
-        for mode in ["xapic", "x2apic"]:
-            t0 = time.monotonic()
-            rc, out, err = run(["--sysidle", "--cpus", str(cpus), "--append",
-                                "apic=" + mode, st], timeout=SELFTEST_TIMEOUT)
-            bad = [l for l in out.splitlines() if l.startswith(("FAIL",
-                                                                "not ok"))]
-            check(rc == 0, "selftest.elf --sysidle, %d vCPUs, %s: exit 0 "
-                  "(%.1f s)" % (cpus, mode, time.monotonic() - t0),
-                  "exit %s\n%s\n%s" % (rc, "\n".join(bad) or out, err))
-
-
 def main():
-    try:
-        fd = os.open("/dev/kvm", os.O_RDWR)
-        os.close(fd)
-    except OSError as e:
-        print("# /dev/kvm is not usable (%s): skipping" % e)
+    if not vmmtest.kvm_usable():
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         test_options()
@@ -454,13 +399,8 @@ def main():
             test_pin(tmp)
         if os.path.exists(tool("burst.elf")):
             test_burst(tmp)
-    test_selftest()
-    print("1..%d" % count)
-    if failures:
-        print("# %d of %d failed: %s" % (len(failures), count,
-                                        "; ".join(failures)))
-        return 1
-    return 0
+    vmmtest.selftest_boots(["--sysidle"], "selftest.elf --sysidle")
+    return vmmtest.finish()
 
 
 if __name__ == "__main__":

@@ -14,39 +14,15 @@ import sys
 import tempfile
 import time
 
-VMM, GUESTS, TOOLS = sys.argv[1], sys.argv[2], sys.argv[3]
+import vmmtest
+from vmmtest import check, kvm_usable, run
+
+vmmtest.init(sys.argv)
+VMM, GUESTS, TOOLS = vmmtest.VMM, vmmtest.GUESTS, vmmtest.TOOLS
 RUN_TIMEOUT = 30          # seconds, any single run
-SELFTEST_TIMEOUT = 180    # seconds, one selftest boot (64 vCPUs is slow here)
-failures = []
-count = 0
 
 STATUS = {"usage": 120, "image": 121, "kvm": 122, "triple": 123,
           "internal": 124, "stats": 125, "sigint": 130, "sigterm": 143}
-
-
-def check(ok, what, detail=""):
-    global count
-    count += 1
-    print(("ok" if ok else "not ok") + " %d - %s" % (count, what))
-    if not ok:
-        failures.append(what)
-        for line in detail.splitlines()[-15:]:
-            print("#   " + line)
-    sys.stdout.flush()
-
-
-def run(args, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL):
-    """Runs the VMM; returns (status, stdout, stderr); status None on a hang
-    (the process is then killed)."""
-    p = subprocess.Popen([VMM] + args, stdin=stdin, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-        return p.returncode, out, err
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        return None, out, err
 
 
 def guest(name):
@@ -64,16 +40,6 @@ def expect(args, status, stderr_has, what, stdout_has=None, one_line=True):
         ok = ok and stdout_has in out
     check(ok, "%s: exit %s, %r" % (what, status, stderr_has),
           "got exit %s\nstdout: %s\nstderr: %s" % (rc, out, err))
-
-
-def kvm_usable():
-    try:
-        fd = os.open("/dev/kvm", os.O_RDWR)
-        os.close(fd)
-        return True
-    except OSError as e:
-        print("# /dev/kvm is not usable (%s): skipping the VMM tests" % e)
-        return False
 
 
 def test_options():
@@ -284,23 +250,6 @@ def test_halt(tmp):
           % (used / 1e6, rc), err if isinstance(err, str) else err.decode())
 
 
-def test_selftest():
-    st = os.path.join(TOOLS, "selftest.elf")
-    if not os.path.exists(st):
-        print("# %s not built: selftest boots skipped" % st)
-        return
-    for cpus in [1, 2, 4, 8, 64]:
-        for mode in ["xapic", "x2apic"]:
-            t0 = time.monotonic()
-            rc, out, err = run(["--cpus", str(cpus), "--append",
-                                "apic=" + mode, st], timeout=SELFTEST_TIMEOUT)
-            bad = [l for l in out.splitlines() if l.startswith(("FAIL",
-                                                                "not ok"))]
-            check(rc == 0, "selftest.elf, %d vCPUs, %s: exit 0 (%.1f s)" %
-                  (cpus, mode, time.monotonic() - t0),
-                  "exit %s\n%s\n%s" % (rc, "\n".join(bad) or out, err))
-
-
 def main():
     if not os.path.exists(VMM):
         print("# %s missing" % VMM)
@@ -312,13 +261,8 @@ def main():
         test_images(tmp)
         test_guests(tmp)
         test_halt(tmp)
-    test_selftest()
-    print("1..%d" % count)
-    if failures:
-        print("# %d of %d failed: %s" % (len(failures), count,
-                                        "; ".join(failures)))
-        return 1
-    return 0
+    vmmtest.selftest_boots([], "selftest.elf")
+    return vmmtest.finish()
 
 
 if __name__ == "__main__":
