@@ -49,6 +49,7 @@ bench: build
 	./$(BUILD)/sysidle-bench
 	python3 bench/vmm-rtt.py --build $(BUILD)
 	python3 bench/idle-cost.py --build $(BUILD)
+	python3 bench/latency.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
