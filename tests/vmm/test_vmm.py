@@ -194,13 +194,7 @@ def start_until(args, marker, stdin=subprocess.DEVNULL):
 
 
 def finish(p, timeout=RUN_TIMEOUT):
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        return None, out, err
-    return p.returncode, out, err
+    return vmmtest.communicate(p, timeout)
 
 
 def test_halt(tmp):

@@ -38,20 +38,27 @@ def sanitizer_check(err, args):
         check(False, "sanitizer report from vmm %s" % " ".join(args), err)
 
 
-def run(args, timeout=30, stdin=subprocess.DEVNULL):
-    """Runs the VMM; returns (status, stdout, stderr), status None on a hang
-    (the process is then killed). In sanitizer builds any report on the
-    VMM's stderr is a failure of its own."""
-    p = subprocess.Popen([VMM] + args, stdin=stdin, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+def communicate(p, timeout=30):
+    """Waits for @p; returns (status, stdout, stderr), status None on a hang
+    (the process is then killed)."""
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate()
         return None, out, err
-    sanitizer_check(err, args)
     return p.returncode, out, err
+
+
+def run(args, timeout=30, stdin=subprocess.DEVNULL):
+    """Runs the VMM, as communicate(). In sanitizer builds any report on the
+    VMM's stderr is a failure of its own."""
+    p = subprocess.Popen([VMM] + args, stdin=stdin, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    rc, out, err = communicate(p, timeout)
+    if rc is not None:
+        sanitizer_check(err, args)
+    return rc, out, err
 
 
 def kvm_usable():
