@@ -197,6 +197,15 @@ def finish(p, timeout=RUN_TIMEOUT):
     return vmmtest.communicate(p, timeout)
 
 
+def cpu_used(p, settle, window):
+    """Host CPU time (ns, all threads) @p uses in @window seconds, measured
+    once it has had @settle seconds to reach its steady state after boot."""
+    time.sleep(settle)
+    c0 = cpu_ns(p.pid)
+    time.sleep(window)
+    return cpu_ns(p.pid) - c0
+
+
 def test_halt(tmp):
     """HLT blocks the vCPU thread; stdin input wakes it through IRQ 4."""
     stats = os.path.join(tmp, "halt.json")
@@ -205,10 +214,7 @@ def test_halt(tmp):
     if p is None:
         check(False, "serialirq guest boots")
         return
-    time.sleep(0.3)
-    c0 = cpu_ns(p.pid)
-    time.sleep(2)
-    used = cpu_ns(p.pid) - c0
+    used = cpu_used(p, settle=0.3, window=2)
     p.stdin.write(b"6")
     p.stdin.flush()
     rc, out, err = finish(p)
@@ -233,10 +239,7 @@ def test_halt(tmp):
     if p is None:
         check(False, "idle.elf hz=0 boots on 4 vCPUs")
         return
-    time.sleep(0.5)
-    c0 = cpu_ns(p.pid)
-    time.sleep(5)
-    used = cpu_ns(p.pid) - c0
+    used = cpu_used(p, settle=0.5, window=5)
     p.send_signal(signal.SIGTERM)
     rc, _, err = finish(p, 5)
     check(used < 10000000 and rc == 143,
