@@ -58,9 +58,12 @@ def setups(build, image, want):
     vmm = os.path.join(build, "vmm")
     qemu = shutil.which("qemu-system-x86_64")
     out = {}
-    out["vmm"] = lambda n, app: [vmm, "--cpus", str(n), "--append", app,
-                                 image]
-    out["vmm-sysidle"] = lambda n, app: [vmm, "--sysidle", "--cpus", str(n),
+    # No control socket: these runs end with SIGKILL, which would leave
+    # stale sockets in /run/sysidle.
+    out["vmm"] = lambda n, app: [vmm, "--control", "none", "--cpus", str(n),
+                                 "--append", app, image]
+    out["vmm-sysidle"] = lambda n, app: [vmm, "--control", "none",
+                                         "--sysidle", "--cpus", str(n),
                                          "--append", app, image]
     if qemu:
         def q(n, app, chip, cpu):

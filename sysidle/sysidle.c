@@ -235,7 +235,11 @@ static bool sysidle_scan_cpus(struct sysidle *s, uint64_t *maxj)
 		/* seq_cst load (acquire): pairing (A) with the exit RMW, and
 		 * (B) with the enter RMW that released idle_since. */
 		if (atomic_load(&c->idle_ctr) & 1)
+#ifndef SYSIDLE_FAULT_SCAN_BUSY /* a deliberately broken build, for tests */
 			return false;
+#else
+			continue;
+#endif
 		since = atomic_load_explicit(&c->idle_since,
 					     memory_order_relaxed);
 		if (since > newest)

@@ -4,7 +4,8 @@
 set -eu
 
 PACKAGES="gcc libc6-dev make pkg-config meson ninja-build python3 check
-libsubunit-dev spin libasan8 libubsan1 libtsan2 binutils qemu-system-x86"
+libsubunit-dev spin libasan8 libubsan1 libtsan2 binutils qemu-system-x86
+libjson-c-dev python3-prometheus-client"
 
 missing=""
 for p in $PACKAGES; do

@@ -36,6 +36,7 @@ void housekeeping_stop(void);
 /* Any thread, any lock held: wake the housekeeping thread (an eventfd
  * write) to run its on_kick hook. */
 void housekeeping_kick(void);
+int housekeeping_tid(void);                /* 0: not started */
 uint64_t housekeeping_wakeups(void);       /* all poll() returns */
 uint64_t housekeeping_timer_wakeups(void); /* ... with the timerfd due */
 uint64_t housekeeping_kicks(void);         /* ... with a kick */

@@ -62,12 +62,25 @@
 
 #include <sysidle/sysidle.h>
 
+#include "export.h"
 #include "housekeeping.h"
 #include "vmm.h"
 
 #define HK_TICK_DEFAULT_NS 4000000ull /* 250 Hz */
 #define TK_HALTED 0ull
 #define TK_BUSY 1ull /* any larger value: a tick-only window's start */
+#define IDLE_EVENT_QUEUE 64
+/* A vCPU that ends full idle kicks the housekeeping thread later, not on
+ * its wake path (idle_kick_deferred). */
+#define IDLE_KICK_DEFER_NS 500000ull
+#define IDLE_KICK_BACKSTOP_NS 2000000ull
+
+/* Counters that status snapshots read from other threads: relaxed, a
+ * statistic orders nothing. */
+static inline void stat_inc(uint64_t *c)
+{
+	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
 
 static struct {
 	bool enabled;
@@ -80,9 +93,16 @@ static struct {
 	int hk_cpu;
 	cpu_set_t orig_cpus;
 
-	pthread_mutex_t lock; /* the log and the time-in-state accounting */
+	pthread_mutex_t lock; /* the queues and the time-in-state accounting */
 	int cur;
-	uint64_t since, state_ns[SYSIDLE_NR_STATES];
+	uint64_t since, changed_ns, state_ns[SYSIDLE_NR_STATES];
+	uint64_t full_periods_seen; /* FULL_NOTED entries (status) */
+	char logq[16384];
+	size_t logq_len;
+	uint64_t log_dropped;
+	struct idle_event evq[IDLE_EVENT_QUEUE];
+	unsigned int nevq;
+	uint64_t events_lost;
 
 	/* Written by the timekeeper vCPU thread, read by housekeeping. */
 	_Atomic uint64_t tk_state;
@@ -91,7 +111,7 @@ static struct {
 
 	/* Housekeeping thread only (the transition callbacks that touch them
 	 * run there: to FULL / FULL_NOTED and every cpu == -1 change). */
-	struct hk_timer tick;
+	struct hk_timer tick, kick_backstop;
 	uint64_t tick_deadline, tick_period;
 	bool stopped;
 	uint64_t stop_ns, noted_ns, last_scan, check_start;
@@ -111,29 +131,94 @@ int idle_timekeeper(void)
 	return idle.tk;
 }
 
-/* The log: one line per event, "MS.mmm what", MS since the VM started. */
+/*
+ * The log and the export events are queued under idle.lock by whichever
+ * thread makes the change (a vCPU thread's exit may end full idle) and
+ * written out by the housekeeping thread (idle_flush), so that no vCPU
+ * thread ever does I/O or wakes another thread for them on its wake path.
+ * Log lines: "MS.mmm what", MS since the VM started.
+ */
 static void idle_log_locked(uint64_t now, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void idle_log_locked(uint64_t now, const char *fmt, ...)
 {
 	uint64_t us = now > idle.t0 ? (now - idle.t0) / 1000 : 0;
+	size_t room = sizeof(idle.logq) - idle.logq_len;
 	va_list ap;
+	int n, m;
 
 	if (!idle.log)
 		return;
-	fprintf(idle.log, "%" PRIu64 ".%03" PRIu64 " ", us / 1000, us % 1000);
+	n = snprintf(idle.logq + idle.logq_len, room, "%" PRIu64 ".%03"
+		     PRIu64 " ", us / 1000, us % 1000);
 	va_start(ap, fmt);
-	vfprintf(idle.log, fmt, ap);
+	m = n >= 0 && (size_t)n < room ?
+	    vsnprintf(idle.logq + idle.logq_len + n, room - (size_t)n, fmt,
+		      ap) : -1;
 	va_end(ap);
-	fputc('\n', idle.log);
-	fflush(idle.log);
+	if (m < 0 || (size_t)n + (size_t)m + 1 >= room) {
+		idle.logq[idle.logq_len] = '\0';
+		idle.log_dropped++;
+		return;
+	}
+	idle.logq_len += (size_t)n + (size_t)m;
+	idle.logq[idle.logq_len++] = '\n';
 }
+
+static void idle_flush_queues(void);
 
 #define idle_log(now, ...) do {                         \
 		pthread_mutex_lock(&idle.lock);         \
 		idle_log_locked(now, __VA_ARGS__);      \
 		pthread_mutex_unlock(&idle.lock);       \
 	} while (0)
+
+/* Lock held: queue an export event (dropped and counted when full). */
+static void idle_event_locked(const struct idle_event *ev)
+{
+	if (idle.nevq < IDLE_EVENT_QUEUE)
+		idle.evq[idle.nevq++] = *ev;
+	else
+		idle.events_lost++;
+}
+
+/* Housekeeping thread, or any thread once it has stopped: write the queued
+ * log lines, post the queued events. */
+void idle_flush(void)
+{
+	if (!idle.enabled)
+		return;
+	idle_flush_queues();
+}
+
+static void idle_flush_queues(void)
+{
+	static char buf[sizeof(idle.logq)];
+	static struct idle_event evs[IDLE_EVENT_QUEUE];
+	size_t len;
+	unsigned int nev, i;
+	uint64_t dropped;
+
+	pthread_mutex_lock(&idle.lock);
+	len = idle.logq_len;
+	memcpy(buf, idle.logq, len);
+	idle.logq_len = 0;
+	dropped = idle.log_dropped;
+	idle.log_dropped = 0;
+	nev = idle.nevq;
+	memcpy(evs, idle.evq, nev * sizeof(evs[0]));
+	idle.nevq = 0;
+	pthread_mutex_unlock(&idle.lock);
+	if (idle.log && len) {
+		fwrite(buf, 1, len, idle.log);
+		if (dropped)
+			fprintf(idle.log, "(%" PRIu64 " log lines dropped)\n",
+				dropped);
+		fflush(idle.log);
+	}
+	for (i = 0; i < nev; i++)
+		export_post_event(&evs[i]);
+}
 
 /*
  * Housekeeping thread, inside a scan (to FULL) or sysidle_is_idle (to
@@ -161,7 +246,7 @@ static void idle_check_violation(enum sysidle_state to, uint64_t now)
 		 * the increment read above. */
 		woke = atomic_load(&v->woke_ns);
 		if (woke < idle.check_start) {
-			idle.violations++;
+			stat_inc(&idle.violations);
 			idle_log_locked(now, "VIOLATION state %s while vcpu %u "
 					"running", sysidle_state_name(to), i);
 		}
@@ -176,14 +261,23 @@ static void idle_transition(void *arg, enum sysidle_state from,
 	pthread_mutex_lock(&idle.lock);
 	if (to == SYSIDLE_FULL || to == SYSIDLE_FULL_NOTED)
 		idle_check_violation(to, now);
-	if (to == SYSIDLE_FULL_NOTED)
+	if (to == SYSIDLE_FULL_NOTED) {
 		idle.noted_ns = now;
+		idle.full_periods_seen++;
+	}
 	/* Changes made by different threads can reach here out of order:
 	 * time is charged to the state this code last saw. */
 	if (now > idle.since) {
 		idle.state_ns[idle.cur] += now - idle.since;
 		idle.since = now;
 	}
+	idle_event_locked(&(struct idle_event){
+		.from = from, .to = to, .cpu = cpu, .mono_ns = now,
+		.unix_ms = mono_to_unix_ms(now),
+		.full_idle_ns = from == SYSIDLE_FULL_NOTED &&
+				now > idle.noted_ns ? now - idle.noted_ns : 0,
+	});
+	idle.changed_ns = now;
 	idle.cur = to;
 	if (to != SYSIDLE_NOT)
 		idle_log_locked(now, "state %s -> %s", sysidle_state_name(from),
@@ -198,7 +292,7 @@ static void idle_transition(void *arg, enum sysidle_state from,
 		idle_log_locked(now, "state %s -> NOT scan",
 				sysidle_state_name(from));
 	if (cpu < 0 && idle.in_force)
-		idle.force_exits++;
+		stat_inc(&idle.force_exits);
 	pthread_mutex_unlock(&idle.lock);
 }
 
@@ -222,26 +316,32 @@ static void hk_unpin(void)
 		vmm_warn("releasing the housekeeping pin: %s", strerror(errno));
 }
 
-/* Housekeeping thread: the tick period now (the timekeeper's pv tick). */
-static uint64_t idle_tick_period(void)
-{
-	struct vcpu *t = &idle.vm->vcpus[idle.tk];
-	uint64_t p;
-
-	pthread_mutex_lock(&t->lock);
-	p = t->pvt.hz ? t->pvt.period_ns : HK_TICK_DEFAULT_NS;
-	pthread_mutex_unlock(&t->lock);
-	return p;
-}
-
-/* Housekeeping thread: arm the tick one period after @prev, on its phase. */
+/*
+ * Housekeeping thread: arm the housekeeping tick one period after @prev.
+ * With the timekeeper's pv tick on, the period is that tick's and the
+ * deadlines fall half-way between its ticks: the timekeeper has taken its
+ * tick and is back in HLT by then, so the check does not race with its
+ * tick-only wake-ups (a tick fired in the same round would wake it just as
+ * the tick is stopped). Without a pv tick: 250 Hz, on @prev's phase.
+ */
 static void idle_tick_arm(uint64_t prev, uint64_t now)
 {
-	uint64_t p = idle_tick_period(), next = prev + p;
+	struct vcpu *t = &idle.vm->vcpus[idle.tk];
+	uint64_t p = HK_TICK_DEFAULT_NS, phase = prev, next;
 
+	pthread_mutex_lock(&t->lock);
+	if (t->pvt.hz) {
+		p = t->pvt.period_ns;
+		phase = t->pvt.epoch_ns + p / 2;
+	}
+	pthread_mutex_unlock(&t->lock);
 	idle.tick_period = p;
-	if (next <= now)
-		next = prev + ((now - prev) / p + 1) * p;
+	/* the first deadline on @phase's grid after @prev (and after now) */
+	next = prev > now ? prev : now;
+	if (next >= phase)
+		next = phase + ((next - phase) / p + 1) * p;
+	else
+		next = phase;
 	idle.tick_deadline = next;
 	hk_timer_arm(&idle.tick, next);
 }
@@ -256,6 +356,7 @@ static bool tk_busy(uint64_t tk, uint64_t now)
 }
 
 static void idle_restart(void);
+static void idle_hk_kick(void);
 
 /* Housekeeping thread: the only caller of sysidle_force_exit. */
 static void idle_force_exit(void)
@@ -267,10 +368,22 @@ static void idle_force_exit(void)
 		idle_restart();
 }
 
+/*
+ * Housekeeping thread, after sysidle_is_idle() and the timekeeper's
+ * tk_state read back TK_HALTED. A vCPU may wake meanwhile: its idle_wake
+ * resets the state (or, the timekeeper, asks for the force-exit) and
+ * resumes its own pv tick in the same locked section that makes it
+ * RUNNING, and its kick is deferred (idle_kick_deferred). So the pv tick
+ * of a vCPU found RUNNING here is left alone, and one suspended here is
+ * resumed by its wake: a woken vCPU always has its tick, whose exits carry
+ * its deferred kick. The check at the end restarts at once when a wake-up
+ * already raced with this stop.
+ */
 static void idle_stop(void)
 {
 	struct vm *vm = idle.vm;
 	uint64_t now = now_ns(), last = 0, h;
+	bool tk_running = false;
 
 	idle.stopped = true;
 	idle.stop_ns = now;
@@ -283,7 +396,12 @@ static void idle_stop(void)
 		if (h > last)
 			last = h;
 		pthread_mutex_lock(&v->lock);
-		pvtick_suspend(v);
+		if (v->state == VCPU_RUNNING) {
+			v->pvt.stop_missed = 0; /* woke already: keep its tick */
+			tk_running |= (int)i == idle.tk;
+		} else {
+			pvtick_suspend(v);
+		}
 		pthread_mutex_unlock(&v->lock);
 	}
 	hk_timer_cancel(&idle.tick);
@@ -301,6 +419,19 @@ static void idle_stop(void)
 		idle.lat_count++;
 	}
 	idle_log(now, "tick stopped");
+	/* The timekeeper woke (a tick-only window) after tk_state was read
+	 * back: its window is aged by the housekeeping tick, which must run
+	 * again, and its own tick is running: not fully idle after all. */
+	if (tk_running) {
+		idle_restart();
+		return;
+	}
+	/* seq_cst loads: pair with tk_set_busy()'s store of force_req and
+	 * with the reset RMW in a waking vCPU's sysidle_exit(); a wake-up
+	 * that came after them carries its own (deferred) kick. */
+	if (atomic_load(&idle.force_req) ||
+	    sysidle_state(idle.s) != SYSIDLE_FULL_NOTED)
+		idle_hk_kick();
 }
 
 static void idle_restart(void)
@@ -309,7 +440,7 @@ static void idle_restart(void)
 	uint64_t now, missed = 0;
 
 	idle.stopped = false;
-	idle.restarts++;
+	stat_inc(&idle.restarts);
 	hk_pin();
 	for (unsigned int i = 0; i < vm->ncpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
@@ -348,7 +479,7 @@ static void idle_step(uint64_t now)
 	if (idle.vm->ncpus <= SYSIDLE_DEFAULT_SMALL &&
 	    !sysidle_delay_ns(idle.s)) {
 		is_idle = sysidle_poll(idle.s);
-		idle.scans++;
+		stat_inc(&idle.scans);
 	} else {
 		pace = sysidle_delay_ns(idle.s);
 		if (pace < idle.tick_period)
@@ -356,7 +487,7 @@ static void idle_step(uint64_t now)
 		if (now - idle.last_scan >= pace) {
 			sysidle_scan(idle.s);
 			idle.last_scan = now;
-			idle.scans++;
+			stat_inc(&idle.scans);
 		}
 		idle.check_start = now_ns();
 		is_idle = sysidle_is_idle(idle.s);
@@ -384,6 +515,7 @@ static void idle_tick_fire(struct hk_timer *t, uint64_t deadline_ns)
 	idle_step(now_ns());
 	if (!idle.stopped)
 		idle_tick_arm(deadline_ns, now_ns());
+	idle_flush();
 }
 
 /* Housekeeping thread hooks. */
@@ -408,6 +540,48 @@ static void idle_hk_kick(void)
 		idle_force_exit();
 	if (idle.stopped && sysidle_state(idle.s) != SYSIDLE_FULL_NOTED)
 		idle_restart();
+	idle_flush();
+}
+
+/* The backstop of a deferred kick (idle_kick_deferred): the same work. */
+static void idle_kick_backstop_fire(struct hk_timer *t, uint64_t deadline_ns)
+{
+	(void)t;
+	(void)deadline_ns;
+	idle_hk_kick();
+}
+
+/*
+ * @v's thread, not holding its lock, right after a wake-up whose
+ * idle_wake() asked for a kick. The housekeeping thread's part (restart
+ * the tick, re-pin, force the timekeeper's exit) is not on the wake path:
+ * the kick goes out from idle_kick_due() when @v halts again or at the
+ * first exit IDLE_KICK_DEFER_NS after the wake, whichever comes first, so
+ * the burst of work that follows a wake-up (the handler, an IPI it sends,
+ * the vCPU it wakes) does not compete with the housekeeping thread for a
+ * host CPU. Exits come at the latest with @v's next pv tick (resumed by
+ * idle_wake, and never suspended again by idle_stop while @v runs);
+ * without a pv tick a backstop timer bounds the delay (arming it costs a
+ * host timer update on the wake path, hence only then). @v's pv tick
+ * settings are written by @v's own thread: read unlocked.
+ */
+void idle_kick_deferred(struct vcpu *v)
+{
+	uint64_t now = now_ns();
+
+	v->hk_kick_due_ns = now + IDLE_KICK_DEFER_NS;
+	if (!v->pvt.hz)
+		hk_timer_arm(&idle.kick_backstop, now + IDLE_KICK_BACKSTOP_NS);
+}
+
+/* @v's thread, after a KVM_RUN (@halting false) or before it blocks in
+ * HLT (@halting true): send the kick idle_kick_deferred() held back. */
+void idle_kick_due(struct vcpu *v, bool halting)
+{
+	if (!v->hk_kick_due_ns || (!halting && now_ns() < v->hk_kick_due_ns))
+		return;
+	v->hk_kick_due_ns = 0;
+	housekeeping_kick();
 }
 
 /* Timekeeper thread: it did more than take its tick. Returns true when
@@ -432,6 +606,22 @@ void idle_external_kick(void)
 	/* seq_cst store: pairs with the exchange in idle_hk_kick. */
 	atomic_store(&idle.force_req, true);
 	housekeeping_kick();
+}
+
+/* Any thread (the control socket's "kick"): end full idle as SIGUSR2 does,
+ * and wake the timekeeper vCPU with its pv tick now (one of the ticks due:
+ * its jiffies stay exact). Without a pv tick only the first part. */
+void idle_kick_timekeeper(void)
+{
+	struct vcpu *t;
+
+	if (!idle.enabled)
+		return;
+	idle_external_kick();
+	t = &idle.vm->vcpus[idle.tk];
+	pthread_mutex_lock(&t->lock);
+	pvtick_deliver_now(t);
+	pthread_mutex_unlock(&t->lock);
 }
 
 void idle_halt(struct vcpu *v, bool sipi)
@@ -475,8 +665,10 @@ bool idle_wake(struct vcpu *v, bool sipi)
 		return false;
 	now = now_ns();
 	if ((int)v->id == idle.tk) {
-		bool tick_only = !sipi && v->pvt.hz && !v->nmi_pending &&
-				 !v->init_pending &&
+		/* A tick pending while the tick is suspended fired just
+		 * before idle_stop: no window then (nothing would age it). */
+		bool tick_only = !sipi && v->pvt.hz && !v->pvt.suppressed &&
+				 !v->nmi_pending && !v->init_pending &&
 				 lapic_irr_only(&v->lapic, v->pvt.vector);
 
 		sysidle_exit(idle.s, v->id); /* never changes the state */
@@ -591,6 +783,7 @@ int idle_init(struct vm *vm)
 		return vmm_fail(VMM_EXIT_KVM, "sysidle_create: %s",
 				strerror(errno));
 	hk_timer_init(&idle.tick, idle_tick_fire);
+	hk_timer_init(&idle.kick_backstop, idle_kick_backstop_fire);
 	idle.tick_period = HK_TICK_DEFAULT_NS;
 	/* Before any vCPU thread starts: plain initialisation. */
 	atomic_init(&idle.tk_state, TK_BUSY);
@@ -643,11 +836,41 @@ void idle_get_stats(struct idle_stats *st)
 	if (n) {
 		qsort(idle.lat, n, sizeof(*idle.lat), cmp_u64);
 		st->lat_median = idle.lat[n / 2];
+		st->lat_p99 = idle.lat[(99 * n + 99) / 100 - 1];
 	}
+}
+
+/* Any thread: the idle part of a status snapshot (export.h). */
+void idle_read_status(struct vm_status *st, uint64_t now)
+{
+	st->sysidle = idle.enabled;
+	st->timekeeper = idle.tk;
+	st->state = SYSIDLE_NOT;
+	if (!idle.enabled) {
+		memset(st->state_ns, 0, sizeof(st->state_ns));
+		st->state_ns[SYSIDLE_NOT] = st->uptime_ns;
+		st->since_ns = now - st->uptime_ns;
+		return;
+	}
+	pthread_mutex_lock(&idle.lock);
+	st->state = idle.cur;
+	st->since_ns = idle.changed_ns ? idle.changed_ns : idle.t0;
+	memcpy(st->state_ns, idle.state_ns, sizeof(st->state_ns));
+	if (now > idle.since)
+		st->state_ns[idle.cur] += now - idle.since;
+	st->full_idle_periods = idle.full_periods_seen;
+	pthread_mutex_unlock(&idle.lock);
+	st->full_idle_ns = st->state_ns[SYSIDLE_FULL_NOTED];
+	/* Housekeeping-thread counters, read as they are: statistics. */
+	st->force_exits = __atomic_load_n(&idle.force_exits, __ATOMIC_RELAXED);
+	st->violations = __atomic_load_n(&idle.violations, __ATOMIC_RELAXED);
+	st->scans = __atomic_load_n(&idle.scans, __ATOMIC_RELAXED);
+	st->tick_restarts = __atomic_load_n(&idle.restarts, __ATOMIC_RELAXED);
 }
 
 void idle_fini(void)
 {
+	idle_flush();
 	if (idle.log_close)
 		fclose(idle.log);
 	idle.log = NULL;

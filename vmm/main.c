@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "export.h"
 #include "housekeeping.h"
 #include "vmm.h"
 
@@ -45,6 +46,22 @@ static const char usage_text[] =
 "  --timekeeper N     the timekeeper vCPU (default 0)\n"
 "  --housekeeping-cpu N  pin the housekeeping thread to host CPU N (with\n"
 "                     --sysidle: only while the guest is not fully idle)\n"
+"  --name NAME        the VM's name in the control socket, metrics and\n"
+"                     hooks (default: the kernel file's stem and the PID,\n"
+"                     e.g. idle-4242); any characters but '/' and control\n"
+"                     characters, at most 80 bytes\n"
+"  --control PATH     the control socket (default /run/sysidle/NAME.sock,\n"
+"                     its directory created mode 0700; \"none\": no socket);\n"
+"                     see vmm/README.md for the protocol, build/sysidlectl\n"
+"                     for a client\n"
+"  --metrics-file PATH  write the idle state in Prometheus text format to\n"
+"                     PATH (atomically) at each state change and at most\n"
+"                     once a second while the VM is not fully idle\n"
+"  --hooks DIR        run DIR/vm and DIR/vm.d/* on start, stop and each\n"
+"                     change of full idle, as libvirt runs its hooks\n"
+"                     (default /etc/sysidle/hooks; absent: no hooks)\n"
+"  --hook-timeout SECONDS  kill a hook still running after SECONDS\n"
+"                     (default 10)\n"
 "  -h, --help         print this help and exit 0\n"
 "\n"
 "Signals: SIGUSR2 ends a full-idle period from outside (the tick restarts).\n"
@@ -147,6 +164,51 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* 0 when @s is a VM name: 1..80 bytes, no '/', no control characters. */
+static int check_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 80)
+		return -1;
+	for (; *s; s++)
+		if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
+			return -1;
+	return 0;
+}
+
+static int usage_error(const char *fmt, const char *arg);
+
+/* The defaults that depend on the kernel and the PID: --name and
+ * --control. The strings live as long as the process. */
+static int default_names(struct vm_options *o)
+{
+	static char name[96], path[CONTROL_PATH_MAX + 32];
+	const char *base = strrchr(o->kernel, '/');
+	size_t len;
+
+	if (!o->name) {
+		base = base ? base + 1 : o->kernel;
+		len = strcspn(base, ".");
+		if (len == 0 || len > 60)
+			len = len ? 60 : strlen(base);
+		snprintf(name, sizeof(name), "%.*s-%d", (int)len, base,
+			 (int)getpid());
+		if (check_name(name))
+			snprintf(name, sizeof(name), "vm-%d", (int)getpid());
+		o->name = name;
+	}
+	if (!o->control_explicit) {
+		snprintf(path, sizeof(path), "%s/%s.sock", DEFAULT_CONTROL_DIR,
+			 o->name);
+		if (strlen(path) >= CONTROL_PATH_MAX)
+			return usage_error("--name '%s': too long for a control "
+					   "socket path; give --control", o->name);
+		o->control = path;
+	}
+	return 0;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
 	fputs("vmm: ", stderr);
@@ -168,6 +230,11 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "sysidle-log", required_argument, NULL, 'L' },
 		{ "timekeeper", required_argument, NULL, 'T' },
 		{ "housekeeping-cpu", required_argument, NULL, 'P' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "control", required_argument, NULL, 'C' },
+		{ "metrics-file", required_argument, NULL, 'F' },
+		{ "hooks", required_argument, NULL, 'H' },
+		{ "hook-timeout", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -179,6 +246,8 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	o->ncpus = 1;
 	o->append = "";
 	o->housekeeping_cpu = -1;
+	o->hooks_dir = DEFAULT_HOOKS_DIR;
+	o->hook_timeout_ns = 10000000000ull;
 	o->modules = calloc((size_t)argc, sizeof(*o->modules));
 	if (!o->modules)
 		return usage_error("%s", "out of memory");
@@ -229,6 +298,46 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 			else
 				o->housekeeping_cpu = (int)n;
 			break;
+		case 'n':
+			if (check_name(optarg))
+				return usage_error("--name '%s': expected 1 to 80 "
+						   "bytes, no '/' and no control "
+						   "characters", optarg);
+			o->name = optarg;
+			break;
+		case 'C':
+			if (!*optarg || strlen(optarg) >= CONTROL_PATH_MAX)
+				return usage_error("--control '%s': expected a "
+						   "socket path of at most 107 "
+						   "bytes, or none", optarg);
+			o->control = strcmp(optarg, "none") ? optarg : NULL;
+			o->control_explicit = true;
+			break;
+		case 'F':
+			if (!*optarg)
+				return usage_error("%s--metrics-file: expected a "
+						   "path", "");
+			o->metrics_file = optarg;
+			break;
+		case 'H':
+			if (!*optarg)
+				return usage_error("%s--hooks: expected a "
+						   "directory", "");
+			o->hooks_dir = optarg;
+			break;
+		case 'O': {
+			double sec;
+
+			errno = 0;
+			sec = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !(sec > 0) ||
+			    sec > 86400)
+				return usage_error("--hook-timeout '%s': expected "
+						   "seconds, more than 0 and at "
+						   "most 86400", optarg);
+			o->hook_timeout_ns = (uint64_t)(sec * 1e9);
+			break;
+		}
 		case 'h':
 			fputs(usage_text, stdout);
 			free(o->modules);
@@ -248,7 +357,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	if (optind + 1 < argc)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
 	o->kernel = argv[optind];
-	return 0;
+	return default_names(o);
 }
 
 static int devices_init(struct vm *vm)
@@ -313,10 +422,10 @@ int main(int argc, char **argv)
 
 	if (kvm_vm_create(&vm, &opts) || loader_load(&vm, &opts) ||
 	    devices_init(&vm) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
-	    idle_init(&vm) ||
+	    idle_init(&vm) || status_init(&vm) ||
 	    /* per vCPU: the LAPIC timer and the pv tick; the idle tick */
 	    housekeeping_start(2 * vm.ncpus + 1) || serial_input_start() ||
-	    vcpus_start(&vm)) {
+	    export_start(&vm) || vcpus_start(&vm)) {
 		vm_stop(VMM_EXIT_KVM); /* no-op when a message set the status */
 	} else {
 		wait_for_stop(sig_fd);
@@ -326,6 +435,8 @@ int main(int argc, char **argv)
 	vcpus_join(&vm);
 	housekeeping_stop();
 	serial_input_stop();
+	idle_flush(); /* the last state changes, to the export thread */
+	export_stop();
 	status = vm_status();
 	if (opts.stats_json && vm.vcpus &&
 	    stats_write(&vm, opts.stats_json, status))

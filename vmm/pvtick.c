@@ -17,6 +17,8 @@
  *    (pvtick_resume);
  *  - the whole VM is fully idle: every vCPU's tick is suspended and the
  *    periods are counted the same way when it resumes.
+ *  - the guest reads MISSED while ticks are due whose timer has not fired
+ *    yet: they are counted then (the timer moves on to the next period).
  * So at any time: delivered + missed-read + missed-pending + (periods not
  * yet accounted while suppressed) == ticks due since epoch.
  */
@@ -129,6 +131,41 @@ void pvtick_resume(struct vcpu *v)
 	pvtick_arm(v);
 }
 
+/*
+ * @v's lock held, any thread (the control socket's "kick"): deliver @v's
+ * pv tick now, as one of the ticks already due (resumed first if it was
+ * suspended), so the guest's jiffies still equal elapsed time. Nothing is
+ * delivered when no tick is due or one is still pending. Returns whether
+ * one was.
+ */
+bool pvtick_deliver_now(struct vcpu *v)
+{
+	struct pvtick *t = &v->pvt;
+	struct lapic *l = &v->lapic;
+	uint64_t due;
+
+	if (!t->hz)
+		return false;
+	if (t->suppressed) {
+		pvtick_resume(v);
+	} else if (t->deadline_ns) {
+		due = pvtick_take_due(t, now_ns());
+		if (due) {
+			t->missed += due;
+			pvtick_arm(v);
+		}
+	}
+	if (!t->missed || (l->irr[t->vector / 32] & (1u << (t->vector % 32))))
+		return false;
+	t->missed--;
+	if (t->nsuppressed)
+		t->nsuppressed--;
+	lapic_set_irr(l, t->vector, false);
+	t->delivered++;
+	vcpu_kick(v);
+	return true;
+}
+
 bool pvtick_msr(uint32_t index)
 {
 	return index >= MSR_SYSIDLE_PVTICK_HZ &&
@@ -138,6 +175,7 @@ bool pvtick_msr(uint32_t index)
 int pvtick_msr_read(struct vcpu *v, uint32_t index, uint64_t *val)
 {
 	struct pvtick *t = &v->pvt;
+	uint64_t due;
 
 	pthread_mutex_lock(&v->lock);
 	switch (index) {
@@ -148,6 +186,15 @@ int pvtick_msr_read(struct vcpu *v, uint32_t index, uint64_t *val)
 		*val = t->vector;
 		break;
 	default: /* MISSED: read and clear */
+		/* Ticks already due whose timer has not fired yet (a late
+		 * housekeeping thread) are counted now, so the guest's
+		 * jiffies never lag behind elapsed time. */
+		due = t->hz && t->deadline_ns ?
+		      pvtick_take_due(t, now_ns()) : 0;
+		if (due) {
+			t->missed += due;
+			pvtick_arm(v);
+		}
 		*val = t->missed;
 		t->missed = 0;
 		break;

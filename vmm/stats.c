@@ -143,6 +143,7 @@ static void stats_sysidle(struct json *j, const struct vm *vm)
 	json_u64(j, "count", st.lat_count);
 	json_u64(j, "min", st.lat_min);
 	json_u64(j, "median", st.lat_median);
+	json_u64(j, "p99", st.lat_p99);
 	json_u64(j, "mean", st.lat_count ? st.lat_sum / st.lat_count : 0);
 	json_u64(j, "max", st.lat_max);
 	json_close(j, '}');

@@ -118,7 +118,9 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 		msr_exit(v);
 		break;
 	case KVM_EXIT_HLT:
-		v->stats.hlt_exits++;
+		/* relaxed: one writer; status snapshots read it. */
+		__atomic_store_n(&v->stats.hlt_exits, v->stats.hlt_exits + 1,
+				 __ATOMIC_RELAXED);
 		pthread_mutex_lock(&v->lock);
 		/* --sysidle: even with an event pending this is an idle entry
 		 * and exit (the timekeeper's tick-only window ends here). */
@@ -178,8 +180,19 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 	vcpu_inject(v);
 	pthread_mutex_unlock(&v->lock);
 
+	if (v->wake_posted_run_ns) { /* the wake path, posted -> KVM_RUN */
+		uint64_t lat = now_ns() - v->wake_posted_run_ns;
+
+		v->wake_posted_run_ns = 0;
+		v->stats.wakeups++;
+		v->stats.wake_latency_ns += lat;
+		if (lat > v->stats.wake_latency_max_ns)
+			v->stats.wake_latency_max_ns = lat;
+	}
 	r = ioctl(v->fd, KVM_RUN, 0);
 	atomic_store(&v->in_run, false);
+	if (v->hk_kick_due_ns) /* see idle_kick_deferred() */
+		idle_kick_due(v, false);
 	v->run->immediate_exit = 0;
 	if (r < 0) {
 		if (errno == EINTR || errno == EAGAIN) {
@@ -202,6 +215,8 @@ static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 	uint64_t t0 = now_ns(), t1, posted;
 	bool kick;
 
+	if (v->hk_kick_due_ns) /* see idle_kick_deferred() */
+		idle_kick_due(v, true);
 	pthread_mutex_lock(&v->lock);
 	v->state = VCPU_HALTED;
 	v->wake_posted_ns = 0;
@@ -213,17 +228,13 @@ static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 	posted = v->wake_posted_ns;
 	pthread_mutex_unlock(&v->lock);
 	/* Already running: the housekeeping thread restarts the tick (or
-	 * forces the timekeeper's exit) behind us. */
+	 * forces the timekeeper's exit) behind us, kicked later. */
 	if (kick)
-		housekeeping_kick();
+		idle_kick_deferred(v);
 	t1 = now_ns();
 	v->stats.halted_ns += t1 - t0;
-	if (posted && !vm_stopping()) {
-		v->stats.wakeups++;
-		v->stats.wake_latency_ns += t1 - posted;
-		if (t1 - posted > v->stats.wake_latency_max_ns)
-			v->stats.wake_latency_max_ns = t1 - posted;
-	}
+	if (posted && !vm_stopping())
+		v->wake_posted_run_ns = posted; /* timed at the next KVM_RUN */
 	return VCPU_RUNNING;
 }
 
@@ -269,6 +280,8 @@ static void *vcpu_thread(void *arg)
 
 	snprintf(name, sizeof(name), "vmm-vcpu%u", v->id);
 	pthread_setname_np(pthread_self(), name);
+	/* relaxed: read by status snapshots only (a TID, no ordering). */
+	__atomic_store_n(&v->tid, (int)gettid(), __ATOMIC_RELAXED);
 	kick_run = v->run;
 	sigemptyset(&kick);
 	sigaddset(&kick, SIG_VCPU_KICK);

@@ -55,7 +55,8 @@ struct vcpu_stats {
 	uint64_t nmis_injected;
 	uint64_t halted_ns;
 	uint64_t wakeups;          /* HALTED -> RUNNING */
-	uint64_t wake_latency_ns;  /* sum over wakeups: event posted -> running */
+	uint64_t wake_latency_ns;  /* sum over wakeups: event posted -> the
+				    * KVM_RUN that delivers it */
 	uint64_t wake_latency_max_ns;
 };
 
@@ -111,12 +112,21 @@ struct vcpu {
 	_Atomic uint64_t woke_ns;
 	_Atomic uint64_t halted_at_ns;
 
-	struct vcpu_stats stats; /* written by the vCPU thread only */
+	/* Written by the vCPU thread only; other threads read the counters
+	 * export shows (hlt_exits) with relaxed atomic loads. */
+	struct vcpu_stats stats;
+	int tid; /* the vCPU thread's host TID, set when it starts */
+	uint64_t hk_kick_due_ns; /* idle_kick_deferred(), 0: none */
+	uint64_t wake_posted_run_ns; /* a wake-up not yet timed (stats) */
 } __attribute__((aligned(64)));
 
 struct vm_module {
 	const char *path;
 };
+
+#define DEFAULT_CONTROL_DIR "/run/sysidle"
+#define DEFAULT_HOOKS_DIR "/etc/sysidle/hooks"
+#define CONTROL_PATH_MAX 108 /* sizeof(sun_path) */
 
 struct vm_options {
 	uint64_t mem_size;
@@ -130,6 +140,12 @@ struct vm_options {
 	const char *sysidle_log; /* --sysidle-log FILE, "-": stderr */
 	int timekeeper;          /* --timekeeper N (default 0) */
 	int housekeeping_cpu;    /* --housekeeping-cpu N, -1: not pinned */
+	const char *name;        /* --name, default KERNEL-STEM-PID */
+	const char *control;     /* --control PATH, NULL: none ("none") */
+	bool control_explicit;   /* --control given: failing to open is fatal */
+	const char *metrics_file; /* --metrics-file PATH, NULL: none */
+	const char *hooks_dir;   /* --hooks DIR (default /etc/sysidle/hooks) */
+	uint64_t hook_timeout_ns; /* --hook-timeout SECONDS (default 10) */
 };
 
 struct vm {
@@ -228,6 +244,7 @@ int pvtick_msr_write(struct vcpu *v, uint32_t index, uint64_t val);
  * periods that passed as missed). */
 void pvtick_suspend(struct vcpu *v);
 void pvtick_resume(struct vcpu *v);
+bool pvtick_deliver_now(struct vcpu *v);
 
 /* idle.c: --sysidle. idle_enabled() is false without it and every other
  * call is then a no-op. */
@@ -245,6 +262,7 @@ void idle_tk_exit(struct vcpu *v);
 void idle_tk_inject(struct vcpu *v, int vector);
 /* Any thread: the outside world asks the VM out of full idle (SIGUSR2). */
 void idle_external_kick(void);
+void idle_kick_timekeeper(void);
 /* pvtick.c asks: may this tick be suppressed? Caller holds @v's lock. */
 bool idle_suppress_tick(const struct vcpu *v);
 #define IDLE_LATENCY_SAMPLES 4096
@@ -256,6 +274,7 @@ struct idle_stats {
 	uint64_t state_ns[5];        /* time in NOT .. FULL_NOTED */
 	uint64_t full_idle_periods;  /* tick stops */
 	uint64_t lat_count, lat_min, lat_max, lat_sum, lat_median;
+	uint64_t lat_p99; /* nearest rank over the first samples kept */
 	uint64_t force_exits;        /* force_exit calls that changed the state */
 	uint64_t violations;         /* FULL while a non-timekeeper ran */
 	uint64_t scans;
@@ -263,6 +282,15 @@ struct idle_stats {
 };
 /* After the housekeeping thread has stopped. */
 void idle_get_stats(struct idle_stats *st);
+void idle_kick_deferred(struct vcpu *v);
+void idle_kick_due(struct vcpu *v, bool halting);
+void idle_flush(void); /* housekeeping thread, or after it stopped */
+
+/* status.c (the rest of its API is in export.h) */
+int status_init(struct vm *vm);
+/* idle.c: the idle part of a status snapshot, any thread. */
+struct vm_status;
+void idle_read_status(struct vm_status *st, uint64_t now);
 
 /* stats.c */
 int stats_write(struct vm *vm, const char *path, int status);

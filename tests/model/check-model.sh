@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# Model-check the Promela model of the sysidle protocol (sysidle.pml) with
-# Spin and report the results as TAP.
+# Model-check one of the Promela models with Spin and report the results
+# as TAP:
+#  - sysidle.pml: the full-system-idle protocol of the sysidle library;
+#  - tk_handshake.pml: the VMM's handshake between the timekeeper vCPU
+#    thread and the housekeeping thread (tk_state, force_req, the kick).
+# Each model has its own table of checks below, chosen by the file name.
 #
 #   check-model.sh SPIN CC MODEL.pml WORKDIR
 #
@@ -15,14 +19,15 @@
 #  - the correct model must satisfy every property: "errors: 0" and a
 #    complete search (no depth-limit truncation, no out-of-memory);
 #  - deliberately false properties of the correct model (non-vacuity) and
-#    the two injected faults must be reported as violated by the right
+#    the injected faults must be reported as violated by the right
 #    property: a failed assertion of that property's never claim (safety)
 #    or an acceptance cycle (liveness, under weak fairness).
 # What else each fault breaks is printed as TAP comments.
 #
-# Environment (optional): SYSIDLE_MODEL_NWORKERS (default 2; the expected
-# results are established for 2), SYSIDLE_MODEL_CFLAGS (default -O0:
-# the state spaces are small, compiling pan dominates the run time).
+# Environment (optional): SYSIDLE_MODEL_NWORKERS (sysidle.pml only; default
+# 2; the expected results are established for 2), SYSIDLE_MODEL_CFLAGS
+# (default -O0: the state spaces are small, compiling pan dominates the run
+# time).
 
 set -euo pipefail
 
@@ -40,8 +45,9 @@ pan_cflags=${SYSIDLE_MODEL_CFLAGS:--O0}
 run_timeout=300     # seconds, per Spin/compiler/verifier run
 depth=1000000       # pan -m: far above the depth the searches reach
 hashbits=22         # pan -w: 2^22 slots (32 MB); exhaustive storage anyway
-# pan -f needs NFAIR * 4 > number of processes (workers + clock + timekeeper
-# + init + never claim) + 1.
+# pan -f needs NFAIR * 4 > number of processes (sysidle.pml: workers +
+# clock + timekeeper + init + never claim; tk_handshake.pml: 3 + init +
+# never claim) + 1.
 nfair=$(( (nworkers + 5) / 4 + 1 ))
 
 case $nworkers in
@@ -52,7 +58,12 @@ if [ ! -r "$model" ]; then
 	exit 2
 fi
 
-model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
+name=$(basename "$model")
+case $name in
+sysidle.pml | tk_handshake.pml) ;;
+*) echo "$0: no checks defined for $name" >&2; exit 2 ;;
+esac
+model=$(cd "$(dirname "$model")" && pwd)/$name
 mkdir -p "$work"
 cd "$work"
 work=$(pwd)
@@ -60,14 +71,14 @@ work=$(pwd)
 cleanup()
 {
 	rm -f pan.b pan.c pan.h pan.m pan.p pan.t pan.tmp pan-* \
-		_spin_nvr.tmp sysidle.pml sysidle.pml.trail run.log replay.log
+		_spin_nvr.tmp "$name" "$name.trail" run.log replay.log
 }
 trap cleanup EXIT
 cleanup
 rm -f failed-*.log
 # Spin and pan run on a local copy: pan writes its trail next to it, and
 # the replay of a trail (spin -t) reads it from there.
-cp "$model" sysidle.pml
+cp "$model" "$name"
 
 now_ms() { date +%s%3N; }
 t_start=$(now_ms)
@@ -79,6 +90,7 @@ t_start=$(now_ms)
 # kind:    noclaim (assertions + invalid end states, no never claim),
 #          safety (-DSAFETY, never claim of the property),
 #          liveness (acceptance cycles under weak fairness: pan -a -f)
+if [ "$name" = sysidle.pml ]; then
 checks=(
 "pass|correct|noclaim|-|correct model: assertions (a wakeup reaches only a timekeeper in FULL_NOTED) hold, no deadlock"
 "pass|correct|safety|no_run_in_full|correct model: safety 'no_run_in_full' holds"
@@ -128,6 +140,109 @@ variant_defines()
 	*) echo "unknown variant $1" >&2; return 1 ;;
 	esac
 }
+spin_defs=-DNWORKERS=$nworkers
+header="$nworkers workers"
+
+variant_label()
+{
+	case $1 in
+	no_wake) echo "fault NO_WAKE" ;;
+	no_reset) echo "fault NO_RESET" ;;
+	concurrent) echo "variant CONCURRENT_SCAN (second sysidle_scan thread)" ;;
+	*) echo "$1" ;;
+	esac
+}
+infos_title="what else the faults break; concurrent scanners"
+
+else # tk_handshake.pml
+
+# variant: correct (the wake path's kick deferred; idle_stop keeping the
+#          pv tick of a running vCPU, restarting at once when the
+#          timekeeper is running, else re-checking at its end; a tick-only
+#          wake only with the pv tick not suspended; every vCPU with a pv
+#          tick; the timekeeper may stay in a tick-only window for good),
+#          no_pvtick (the same, one vCPU or both without a pv tick: the
+#          deferred kick's backstop timer), old_stop (idle_stop suspends
+#          every pv tick, no re-check), no_reread and no_force_req (the
+#          injected faults), no_tk_running_restart and no_suppressed_check
+#          (the fix of the tick-only window taken away, one half each)
+checks=(
+"pass|correct|noclaim|-|tk handshake: no invalid end state (never blocked with the tick stopped under a timekeeper busy for good or in a tick-only window for good)"
+"pass|correct|safety|stopped_busy_unrequested|tk handshake: safety 'stopped_busy_unrequested' holds (the tick is never left stopped under a busy timekeeper with no force exit or kick pending)"
+"pass|correct|safety|idle_end_clean|tk handshake: safety 'idle_end_clean' holds (a run that ends with every vCPU halted ends fully idle with nothing asked: covers what the weak-fairness search does not)"
+"pass|correct|safety|idle_tk_tick_off|tk handshake: safety 'idle_tk_tick_off' holds (in full idle with nothing pending the timekeeper's pv tick is suspended)"
+"pass|correct|liveness|busy_stop_ends|tk handshake: liveness 'busy_stop_ends' holds under weak fairness (a tick stopped under a busy timekeeper restarts)"
+"pass|correct|liveness|busy_noted_leaves|tk handshake: liveness 'busy_noted_leaves' holds under weak fairness (the timekeeper turned busy in FULL_NOTED: the state leaves FULL_NOTED)"
+"pass|correct|liveness|all_idle_stops|tk handshake: liveness 'all_idle_stops' holds under weak fairness (everything halted for good: the tick stops for good)"
+"pass|correct|liveness|vcpu_tick_resumes|tk handshake: liveness 'vcpu_tick_resumes' holds under weak fairness (a running vCPU's pv tick is resumed)"
+"pass|correct|liveness|wake_restarts|tk handshake: liveness 'wake_restarts' holds under weak fairness (a tick stopped when a vCPU woke, the state off FULL_NOTED or the timekeeper busy, restarts)"
+"pass|correct|liveness|window_stop_ends|tk handshake: liveness 'window_stop_ends' holds under weak fairness (a tick stopped under a timekeeper in a tick-only window restarts, even if the window lasts for good)"
+"fail|correct|safety|stop_unreachable|tk handshake (non-vacuity): idle_stop is reached, 'stop_unreachable' violated"
+"fail|correct|safety|never_force_req|tk handshake (non-vacuity): the timekeeper asks for a force exit, 'never_force_req' violated"
+"fail|correct|safety|never_busy_noted|tk handshake (non-vacuity): the timekeeper turns busy in FULL_NOTED, 'never_busy_noted' violated"
+"fail|correct|safety|window_never_stopped|tk handshake (non-vacuity): a tick-only window in FULL_NOTED keeps the VM fully idle, 'window_never_stopped' violated"
+"fail|correct|safety|never_tk_running_stop|tk handshake (non-vacuity): idle_stop finds the timekeeper running, 'never_tk_running_stop' violated"
+"fail|correct|safety|never_suppressed_irr|tk handshake (non-vacuity): a halted timekeeper has its tick vector pending under a suspended pv tick, 'never_suppressed_irr' violated"
+"pass|no_pvtick|noclaim|-|tk handshake, a vCPU without pv tick (NO_PVTICK): no invalid end state"
+"pass|no_pvtick|safety|idle_end_clean|tk handshake, a vCPU without pv tick (NO_PVTICK): safety 'idle_end_clean' holds"
+"pass|no_pvtick|safety|idle_tk_tick_off|tk handshake, a vCPU without pv tick (NO_PVTICK): safety 'idle_tk_tick_off' holds"
+"pass|no_pvtick|liveness|wake_restarts|tk handshake, a vCPU without pv tick (NO_PVTICK): liveness 'wake_restarts' holds under weak fairness (the deferred kick's backstop)"
+"pass|no_pvtick|liveness|window_stop_ends|tk handshake, a vCPU without pv tick (NO_PVTICK): liveness 'window_stop_ends' holds under weak fairness"
+"fail|no_pvtick|safety|never_backstop|tk handshake, a vCPU without pv tick (NO_PVTICK, non-vacuity): the backstop timer is armed, 'never_backstop' violated"
+"fail|old_stop|liveness|busy_stop_ends|tk handshake, fault OLD_STOP: liveness 'busy_stop_ends' violated as expected"
+"fail|old_stop|liveness|vcpu_tick_resumes|tk handshake, fault OLD_STOP: liveness 'vcpu_tick_resumes' violated as expected"
+"fail|no_reread|liveness|wake_restarts|tk handshake, fault NO_REREAD: liveness 'wake_restarts' violated as expected"
+"fail|no_force_req|liveness|busy_noted_leaves|tk handshake, fault NO_FORCE_REQ: liveness 'busy_noted_leaves' violated as expected"
+"fail|no_tk_running_restart|safety|idle_tk_tick_off|tk handshake, fault NO_TK_RUNNING_RESTART: safety 'idle_tk_tick_off' violated as expected"
+"fail|no_tk_running_restart|liveness|window_stop_ends|tk handshake, fault NO_TK_RUNNING_RESTART: liveness 'window_stop_ends' violated as expected"
+"fail|no_suppressed_check|liveness|window_stop_ends|tk handshake, fault NO_SUPPRESSED_CHECK: liveness 'window_stop_ends' violated as expected"
+)
+
+# Not asserted: the strict reading of the safety property (idle_stop never
+# runs while tk_state == TK_BUSY), which a benign race violates (see the
+# model); what else the faults break (or, NO_REREAD, no longer breaks: see
+# the model).
+infos=(
+"correct|safety|stop_under_busy"
+"old_stop|liveness|busy_noted_leaves"
+"old_stop|liveness|wake_restarts"
+"no_reread|safety|stopped_busy_unrequested"
+"no_force_req|liveness|busy_stop_ends"
+"no_tk_running_restart|noclaim|-"
+"no_suppressed_check|noclaim|-"
+)
+
+variant_defines()
+{
+	case $1 in
+	correct) echo "" ;;
+	no_pvtick) echo "-DNO_PVTICK" ;;
+	old_stop) echo "-DOLD_STOP" ;;
+	no_reread) echo "-DNO_REREAD" ;;
+	no_force_req) echo "-DNO_FORCE_REQ" ;;
+	no_tk_running_restart) echo "-DNO_TK_RUNNING_RESTART" ;;
+	no_suppressed_check) echo "-DNO_SUPPRESSED_CHECK" ;;
+	*) echo "unknown variant $1" >&2; return 1 ;;
+	esac
+}
+spin_defs=""
+header="timekeeper / housekeeping handshake"
+
+variant_label()
+{
+	case $1 in
+	correct) echo "correct model" ;;
+	no_pvtick) echo "variant NO_PVTICK (a vCPU without pv tick)" ;;
+	old_stop) echo "fault OLD_STOP (idle_stop suspends every pv tick)" ;;
+	no_reread) echo "fault NO_REREAD" ;;
+	no_force_req) echo "fault NO_FORCE_REQ" ;;
+	no_tk_running_restart) echo "fault NO_TK_RUNNING_RESTART (idle_stop keeps the tick stopped under a running timekeeper)" ;;
+	no_suppressed_check) echo "fault NO_SUPPRESSED_CHECK (a tick-only wake under a suspended pv tick opens a window)" ;;
+	*) echo "$1" ;;
+	esac
+}
+infos_title="strict reading; what else the faults break (NO_REREAD: what it no longer breaks)"
+fi
 
 kind_cflags()
 {
@@ -150,8 +265,8 @@ build()
 	if [ "$spun" != "$variant" ]; then
 		rm -f pan.c
 		# shellcheck disable=SC2086
-		if ! log=$(timeout "$run_timeout" "$spin" -DNWORKERS="$nworkers" \
-				$defs -a sysidle.pml 2>&1) || [ ! -f pan.c ]; then
+		if ! log=$(timeout "$run_timeout" "$spin" $spin_defs \
+				$defs -a "$name" 2>&1) || [ ! -f pan.c ]; then
 			build_err="spin -a failed: $(printf '%s' "$log" | tail -n 5)"
 			spun=""
 			return 1
@@ -178,11 +293,11 @@ elapsed=""
 probe()
 {
 	local variant=$1 kind=$2 prop=$3 mode=$4
-	local t0 t1 rc=0 args errors stored errline depthat defs
+	local t0 t1 rc=0 args errors stored reached errline depthat defs
 	t0=$(now_ms)
 	verdict=broken
 	detail=""
-	rm -f sysidle.pml.trail run.log replay.log
+	rm -f "$name.trail" run.log replay.log
 	if ! build "$variant" "$kind"; then
 		detail=$build_err
 		t1=$(now_ms)
@@ -205,6 +320,8 @@ probe()
 	fi
 	errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' run.log | tail -n 1)
 	stored=$(awk '/states, stored/ { n = $1 } END { print n }' run.log)
+	reached=$(sed -n 's/.*depth reached \([0-9][0-9]*\).*/\1/p' run.log |
+		tail -n 1)
 	if [ -z "$errors" ] || [ -z "$stored" ]; then
 		detail="pan exited with status $rc without a result"
 		return 0
@@ -219,7 +336,7 @@ probe()
 			detail="search not complete: $(grep -m 1 -E 'max search depth too small|depth limit reached|Search not completed|out of memory|too many processes|error:' run.log)"
 		else
 			verdict=holds
-			detail="states stored $stored"
+			detail="states stored $stored, depth reached $reached"
 		fi
 		return 0
 	fi
@@ -244,8 +361,8 @@ probe()
 		# trail and look where it stops.
 		defs=$(variant_defines "$variant")
 		# shellcheck disable=SC2086
-		timeout "$run_timeout" "$spin" -DNWORKERS="$nworkers" $defs \
-			-t sysidle.pml >replay.log 2>&1 || true
+		timeout "$run_timeout" "$spin" $spin_defs $defs \
+			-t "$name" >replay.log 2>&1 || true
 		if grep -qE '_spin_nvr\.tmp:[0-9]+, Error: assertion violated' replay.log; then
 			verdict=violated
 			detail="never claim fails at depth $depthat"
@@ -263,7 +380,7 @@ probe()
 
 nchecks=${#checks[@]}
 echo "1..$nchecks"
-echo "# spin: $("$spin" -V 2>&1 | head -n 1); $nworkers workers; pan built with $pan_cflags"
+echo "# $name, spin: $("$spin" -V 2>&1 | head -n 1); $header; pan built with $pan_cflags"
 
 failed=0
 k=0
@@ -282,16 +399,11 @@ for spec in "${checks[@]}"; do
 	fi
 done
 
-echo "# informational (not asserted): what else the faults break; concurrent scanners"
+echo "# informational (not asserted): $infos_title"
 for spec in "${infos[@]}"; do
 	IFS='|' read -r variant kind prop <<<"$spec"
 	probe "$variant" "$kind" "$prop" fail
-	case $variant in
-	no_wake) label="fault NO_WAKE" ;;
-	no_reset) label="fault NO_RESET" ;;
-	concurrent) label="variant CONCURRENT_SCAN (second sysidle_scan thread)" ;;
-	*) label=$variant ;;
-	esac
+	label=$(variant_label "$variant")
 	if [ "$prop" = - ]; then
 		what="assertions / end states"
 	else

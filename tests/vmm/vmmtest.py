@@ -1,14 +1,18 @@
-"""What the VMM test scripts share: TAP checks, bounded VMM runs, the /dev/kvm
-skip, and the selftest boots. Each script calls init(sys.argv) first, with
-arguments VMM GUESTS_DIR GUEST_TOOLS_DIR."""
+"""What the VMM test scripts share: TAP checks, bounded VMM runs, a VMM run
+in the background (Vm), bounded polling (poll_until), the /dev/kvm skip, and
+the selftest boots. Each script calls init(sys.argv) first, with arguments
+VMM GUESTS_DIR GUEST_TOOLS_DIR."""
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 VMM = GUESTS = TOOLS = None
 SELFTEST_TIMEOUT = 180  # seconds, one selftest boot (64 vCPUs is slow here)
+POLL_STEP = 0.02  # seconds between two looks in the polling loops
 SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
                        r"runtime error:")
 failures = []
@@ -59,6 +63,107 @@ def run(args, timeout=30, stdin=subprocess.DEVNULL):
     if rc is not None:
         sanitizer_check(err, args)
     return rc, out, err
+
+
+def read_lines(path):
+    """The lines of the file @path; [] when it cannot be read (yet)."""
+    try:
+        with open(path) as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def poll_until(fn, timeout, step=POLL_STEP, done=bool):
+    """Calls @fn every @step seconds until done(its value) holds, at most
+    @timeout seconds (and at least once); returns that value, else None."""
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if done(v):
+            return v
+        if time.monotonic() >= end:
+            return None
+        time.sleep(step)
+
+
+class Vm:
+    """A process run in the background, by default the VMM on @args, with a
+    pipe on its stdin (send()). Threads collect its output as it comes: the
+    stdout lines in .lines, the stderr lines in .err_lines (.err as text).
+    @stop_timeout: the seconds stop() allows for the exit; @tag: a word put
+    before @args in a sanitizer report (another program than the VMM)."""
+
+    def __init__(self, args, exe=None, stdin=subprocess.PIPE, stop_timeout=10,
+                 tag=None):
+        self.args = args
+        self.tag = tag
+        self.stop_timeout = stop_timeout
+        self.stop_seconds = None
+        self.p = subprocess.Popen([exe or VMM] + args, stdin=stdin,
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        self.lines, self.err_lines = [], []
+        self.threads = [threading.Thread(target=self._read, daemon=True,
+                                         args=(stream, lines))
+                        for stream, lines in [(self.p.stdout, self.lines),
+                                              (self.p.stderr, self.err_lines)]]
+        for t in self.threads:
+            t.start()
+
+    @staticmethod
+    def _read(stream, lines):
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+
+    @property
+    def err(self):
+        """The stderr read so far: all of it once stop() returned a status."""
+        return "\n".join(self.err_lines)
+
+    def wait_line(self, pattern, timeout, start=0):
+        """The first stdout line from index @start on that matches @pattern,
+        within @timeout seconds; None if none came (or the process ended
+        and its stdout was read without one)."""
+        end = time.monotonic() + timeout
+        while True:
+            ended = self.p.poll() is not None and \
+                not self.threads[0].is_alive()
+            for line in self.lines[start:]:
+                if re.search(pattern, line):
+                    return line
+            if ended or time.monotonic() >= end:
+                return None
+            time.sleep(POLL_STEP)
+
+    def send(self, data):
+        self.p.stdin.write(data)
+        self.p.stdin.flush()
+
+    def stop(self, sig=signal.SIGTERM, timeout=None):
+        """Sends @sig (None: none, just waits) unless the process has ended,
+        waits for it at most @timeout seconds (default: stop_timeout) and
+        returns its exit status, None on a hang (it is then killed). The
+        seconds it took are left in .stop_seconds. With a status, its
+        output has been read, and a sanitizer report on its stderr is a
+        failure of its own."""
+        t0 = time.monotonic()
+        if sig is not None and self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            self.p.wait(timeout=self.stop_timeout if timeout is None
+                        else timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            self.stop_seconds = time.monotonic() - t0
+            return None
+        self.stop_seconds = time.monotonic() - t0
+        for t in self.threads:
+            t.join(2)
+        sanitizer_check(self.err, ([self.tag] if self.tag else []) +
+                        self.args)
+        return self.p.returncode
 
 
 def kvm_usable():

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The export thread: the one consumer of idle state changes outside the
+ * VMM's core. It drains the event queue (filled by the housekeeping thread
+ * through export_post_event), passes each change to the control socket's
+ * watchers and to the hooks, and rewrites the metrics file at each batch of
+ * changes and at most once a second while the VM is not fully idle (no
+ * periodic wake-up once it is). It only polls: a slow client, a full disk or
+ * a hung hook delays nothing but itself.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <sysidle/sysidle.h>
+
+#include "export.h"
+#include "vmm.h"
+
+#define EXPORT_QUEUE 256
+#define EXPORT_MAX_FDS 64
+#define METRICS_PERIOD_NS 1000000000ull
+
+static struct {
+	struct vm *vm;
+	pthread_t thread;
+	bool started;
+	int ev_fd, stop_fd, timer_fd;
+	struct vm_status *st;
+	bool hooks;
+
+	pthread_mutex_t lock; /* the queue */
+	struct idle_event q[EXPORT_QUEUE];
+	unsigned int head, n;
+	uint64_t dropped;
+
+	/* export thread only */
+	int state;
+	uint64_t noted_ns; /* when the current full idle period began */
+	bool timer_armed;
+	bool metrics_failed;
+} ex = { .lock = PTHREAD_MUTEX_INITIALIZER, .ev_fd = -1, .stop_fd = -1,
+	 .timer_fd = -1 };
+
+void export_post_event(const struct idle_event *ev)
+{
+	uint64_t one = 1;
+	bool was_empty;
+
+	if (!ex.started)
+		return;
+	pthread_mutex_lock(&ex.lock);
+	was_empty = ex.n == 0;
+	if (ex.n < EXPORT_QUEUE)
+		ex.q[(ex.head + ex.n++) % EXPORT_QUEUE] = *ev;
+	else
+		ex.dropped++;
+	pthread_mutex_unlock(&ex.lock);
+	/* An eventfd never blocks below its 2^64-2 limit. */
+	if (was_empty && write(ex.ev_fd, &one, sizeof(one)) < 0)
+		vmm_warn("export queue: %s", strerror(errno));
+}
+
+uint64_t export_events_dropped(void)
+{
+	uint64_t d;
+
+	pthread_mutex_lock(&ex.lock);
+	d = ex.dropped;
+	pthread_mutex_unlock(&ex.lock);
+	return d;
+}
+
+void export_kick(void)
+{
+	idle_kick_timekeeper();
+}
+
+/* Export thread: rewrite the metrics file now. */
+static void export_metrics(void)
+{
+	const char *path = ex.vm->opts->metrics_file;
+
+	if (!path)
+		return;
+	vm_status_read(ex.vm, ex.st);
+	if (metrics_write(path, ex.st) < 0) {
+		if (!ex.metrics_failed)
+			vmm_warn("--metrics-file '%s': %s (further failures "
+				 "are not reported)", path, strerror(errno));
+		ex.metrics_failed = true;
+	}
+}
+
+/* Export thread: the periodic metrics timer runs while not fully idle. */
+static void export_metrics_timer(void)
+{
+	struct itimerspec its = { 0 };
+	bool want = ex.vm->opts->metrics_file && ex.state != SYSIDLE_FULL_NOTED;
+
+	if (want == ex.timer_armed)
+		return;
+	if (want) {
+		its.it_value.tv_sec = METRICS_PERIOD_NS / 1000000000ull;
+		its.it_interval = its.it_value;
+	}
+	if (timerfd_settime(ex.timer_fd, 0, &its, NULL) == 0)
+		ex.timer_armed = want;
+}
+
+static void export_hook_event(const struct idle_event *ev)
+{
+	char ms[32];
+
+	if (!ex.hooks)
+		return;
+	if (ev->to == SYSIDLE_FULL_NOTED) {
+		hooks_post("idle", "begin", NULL, ev->to, ev->unix_ms);
+	} else if (ev->from == SYSIDLE_FULL_NOTED) {
+		snprintf(ms, sizeof(ms), "%" PRIu64, ev->full_idle_ns / 1000000u);
+		hooks_post("idle", "end", ms, ev->to, ev->unix_ms);
+	}
+}
+
+/* Export thread: take what the queue holds and pass it on. Returns true
+ * when it held any change. */
+static bool export_drain(void)
+{
+	struct idle_event evs[EXPORT_QUEUE];
+	unsigned int n, i;
+	uint64_t buf;
+
+	if (read(ex.ev_fd, &buf, sizeof(buf)) < 0 && errno != EAGAIN)
+		vmm_warn("export queue: %s", strerror(errno));
+	pthread_mutex_lock(&ex.lock);
+	n = ex.n;
+	for (i = 0; i < n; i++)
+		evs[i] = ex.q[(ex.head + i) % EXPORT_QUEUE];
+	ex.head = (ex.head + n) % EXPORT_QUEUE;
+	ex.n = 0;
+	pthread_mutex_unlock(&ex.lock);
+	for (i = 0; i < n; i++) {
+		control_broadcast(&evs[i]);
+		export_hook_event(&evs[i]);
+		ex.state = evs[i].to;
+		if (evs[i].to == SYSIDLE_FULL_NOTED)
+			ex.noted_ns = evs[i].mono_ns;
+	}
+	return n > 0;
+}
+
+static void *export_thread(void *arg)
+{
+	struct pollfd fds[EXPORT_MAX_FDS];
+	uint64_t buf;
+	bool changed;
+	int n;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "vmm-export");
+	export_metrics();
+	export_metrics_timer();
+	for (;;) {
+		fds[0] = (struct pollfd){ .fd = ex.stop_fd, .events = POLLIN };
+		fds[1] = (struct pollfd){ .fd = ex.ev_fd, .events = POLLIN };
+		fds[2] = (struct pollfd){ .fd = ex.timer_fd, .events = POLLIN };
+		n = 3 + control_pollfds(fds + 3, EXPORT_MAX_FDS - 3);
+		if (poll(fds, (nfds_t)n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			vmm_warn("export thread: poll: %s", strerror(errno));
+			break;
+		}
+		if (fds[0].revents)
+			break;
+		/* One rewrite per wake-up: at a change, and for the periodic
+		 * timer only while not fully idle (it may have expired just
+		 * as the change to FULL_NOTED came in). */
+		changed = fds[1].revents && export_drain();
+		if (fds[2].revents &&
+		    read(ex.timer_fd, &buf, sizeof(buf)) == sizeof(buf) &&
+		    ex.state != SYSIDLE_FULL_NOTED)
+			changed = true;
+		if (changed)
+			export_metrics();
+		control_handle(fds + 3, n - 3);
+		export_metrics_timer();
+	}
+	return NULL;
+}
+
+/* Main thread, before the vCPUs start. */
+int export_start(struct vm *vm)
+{
+	const struct vm_options *o = vm->opts;
+	int err;
+
+	ex.vm = vm;
+	ex.state = SYSIDLE_NOT;
+	ex.st = vm_status_new(vm);
+	if (!ex.st)
+		return vmm_fail(VMM_EXIT_KVM, "export: out of memory");
+	if (control_open(vm))
+		return -1;
+	if (hooks_start(o->hooks_dir, o->hook_timeout_ns, vm) < 0)
+		return -1;
+	ex.hooks = true;
+	hooks_post("started", "begin", NULL, SYSIDLE_NOT, mono_to_unix_ms(now_ns()));
+	ex.ev_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ex.stop_fd = eventfd(0, EFD_CLOEXEC);
+	ex.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (ex.ev_fd < 0 || ex.stop_fd < 0 || ex.timer_fd < 0)
+		return vmm_fail(VMM_EXIT_KVM, "export: eventfd/timerfd: %s",
+				strerror(errno));
+	ex.started = true;
+	err = pthread_create(&ex.thread, NULL, export_thread, NULL);
+	if (err) {
+		ex.started = false;
+		return vmm_fail(VMM_EXIT_KVM, "cannot start the export thread: "
+				"%s", strerror(err));
+	}
+	return 0;
+}
+
+/* Main thread, after the vCPUs and the housekeeping thread have stopped. */
+void export_stop(void)
+{
+	uint64_t one = 1;
+
+	if (ex.started) {
+		if (write(ex.stop_fd, &one, sizeof(one)) < 0)
+			vmm_warn("cannot stop the export thread");
+		pthread_join(ex.thread, NULL);
+		ex.started = false;
+		export_drain(); /* the last changes: to the hooks (and the
+				 * metrics file, written below) */
+	}
+	if (ex.hooks) {
+		uint64_t now = now_ns();
+
+		/* Stopping ends a full idle period: every "idle begin" gets
+		 * its "idle end" before "stopped end". */
+		if (ex.state == SYSIDLE_FULL_NOTED)
+			export_hook_event(&(struct idle_event){
+				.from = SYSIDLE_FULL_NOTED, .to = SYSIDLE_NOT,
+				.cpu = -1, .mono_ns = now,
+				.unix_ms = mono_to_unix_ms(now),
+				.full_idle_ns = now - ex.noted_ns });
+		hooks_post("stopped", "end", NULL, SYSIDLE_NOT,
+			   mono_to_unix_ms(now));
+		hooks_stop();
+		ex.hooks = false;
+	}
+	control_close();
+	if (ex.st && ex.vm->opts->metrics_file)
+		export_metrics();
+	vm_status_free(ex.st);
+	ex.st = NULL;
+	if (ex.ev_fd >= 0)
+		close(ex.ev_fd);
+	if (ex.stop_fd >= 0)
+		close(ex.stop_fd);
+	if (ex.timer_fd >= 0)
+		close(ex.timer_fd);
+	ex.ev_fd = ex.stop_fd = ex.timer_fd = -1;
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The VM's idle state for the outside world: one snapshot type, one event
+ * type, and the three consumers that share them.
+ *
+ *  - status.c   fills a struct vm_status from any thread (vm_status_read);
+ *  - idle.c     publishes every idle state change as a struct idle_event,
+ *               from the housekeeping thread, through export_post_event()
+ *               (never blocks: a full queue drops the event and counts it);
+ *  - export.c   the export thread: consumes the event queue, drives the
+ *               control socket, the metrics file and the hooks; it never
+ *               blocks on a client, a file or a hook;
+ *  - control.c  the control socket (status / watch / kick);
+ *  - metrics.c  writes the Prometheus text file atomically;
+ *  - hooks.c    runs DIR/vm and DIR/vm.d/ * from its own worker thread.
+ *
+ * No vCPU thread and not the housekeeping thread ever waits for any of
+ * them: the guest and the state machine go on whatever a client, the disk
+ * or a hook does.
+ */
+#ifndef SYSIDLE_VMM_EXPORT_H
+#define SYSIDLE_VMM_EXPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pollfd;
+
+struct vm;
+
+/* One vCPU, as status / watch / metrics show it. */
+struct vcpu_status {
+	unsigned int id;
+	int tid;                   /* host thread id (0: not started yet) */
+	bool halted;               /* blocked on HLT, or waiting for SIPI */
+	uint64_t halt_exits;       /* KVM_EXIT_HLT count */
+	uint64_t ticks_suppressed; /* pv ticks counted missed, not delivered */
+};
+
+/* A snapshot of the whole VM. Counters are monotonic; fields are read one by
+ * one, not under one lock, so a snapshot taken during a change may mix the
+ * values just before and just after it. */
+struct vm_status {
+	const char *name;          /* --name */
+	const char *uuid;          /* 36 characters, stable for the process */
+	int pid;
+	int hk_tid;                /* the housekeeping thread (0: not started) */
+	bool sysidle;              /* --sysidle given */
+	int timekeeper;            /* the timekeeper vCPU */
+	int state;                 /* enum sysidle_state (NOT without --sysidle) */
+	uint64_t since_ns;         /* CLOCK_MONOTONIC of the change to @state */
+	uint64_t since_unix_ms;    /* the same instant, wall clock, ms */
+	uint64_t uptime_ns;        /* since the VM was created */
+	uint64_t state_ns[5];      /* time in NOT .. FULL_NOTED, now included */
+	uint64_t full_idle_ns;     /* time fully idle (tick stopped), total */
+	uint64_t full_idle_periods;
+	uint64_t ticks_suppressed; /* sum over the vCPUs */
+	uint64_t host_timer_wakeups; /* housekeeping timerfd expiries */
+	uint64_t hk_wakeups;       /* all housekeeping thread wake-ups */
+	uint64_t halt_exits;       /* sum over the vCPUs */
+	uint64_t force_exits, violations, scans, tick_restarts;
+	uint64_t events_dropped;   /* export queue full (export_post_event) */
+	uint64_t watch_dropped;    /* events not sent to slow watchers */
+	uint64_t hooks_run, hooks_failed, hooks_dropped;
+	unsigned int ncpus;
+	struct vcpu_status *vcpus; /* @ncpus entries */
+};
+
+/* status.c */
+struct vm_status *vm_status_new(const struct vm *vm); /* NULL: out of memory */
+void vm_status_read(struct vm *vm, struct vm_status *st); /* any thread */
+void vm_status_free(struct vm_status *st);
+/* The VM's name and uuid (set once by main before any thread starts). */
+const char *vm_name(void);
+const char *vm_uuid(void);
+uint64_t mono_to_unix_ms(uint64_t mono_ns);
+
+/* An idle state change. */
+struct idle_event {
+	int from, to;              /* enum sysidle_state */
+	int cpu;                   /* the vCPU whose exit made it, -1: none */
+	uint64_t mono_ns;          /* when (CLOCK_MONOTONIC) */
+	uint64_t unix_ms;          /* when (wall clock) */
+	uint64_t full_idle_ns;     /* leaving FULL_NOTED: how long it lasted */
+};
+
+/* export.c: the export thread. export_start() runs after idle_init and
+ * before the vCPUs start (the "started" hook goes first); export_stop()
+ * after they are joined: it runs the "stopped" hook, closes the control
+ * socket and writes the metrics file one last time. */
+int export_start(struct vm *vm);
+void export_stop(void);
+/* Any thread, never blocks: queue @ev for the export thread. */
+void export_post_event(const struct idle_event *ev);
+uint64_t export_events_dropped(void);
+
+/* control.c: the control socket, driven by the export thread only (the
+ * functions below are called on it, except open/close: on the main
+ * thread before it starts and after it stops).
+ * control_open: create the socket (vm->opts->control; NULL: none). An
+ * explicit --control that fails is fatal (vmm_fail, returns -1); the
+ * default path failing is a warning and no socket (returns 0). */
+int control_open(struct vm *vm);
+void control_close(void);
+/* Fill up to @max pollfds (listening socket and clients); returns how many. */
+int control_pollfds(struct pollfd *fds, int max);
+/* After poll(): handle the entries control_pollfds filled (same order). */
+void control_handle(struct pollfd *fds, int n);
+/* An idle state change: to every watcher, never blocking (a watcher whose
+ * socket buffer is full loses the event; counted). */
+void control_broadcast(const struct idle_event *ev);
+uint64_t control_watch_dropped(void);
+/* export.c: the "kick" request (wakes the timekeeper vCPU, ends full idle). */
+void export_kick(void);
+
+/* metrics.c: write @st to @path in Prometheus text format (temporary file in
+ * the same directory, then rename). Returns 0, or -1 with errno set. */
+int metrics_write(const char *path, const struct vm_status *st);
+
+/* hooks.c: libvirt-style hooks, run from their own worker thread. */
+int hooks_start(const char *dir, uint64_t timeout_ns, const struct vm *vm);
+/* Never blocks. @op/@subop/@extra as libvirt's argv[2..4] (NULL: "-");
+ * @state and @since_unix_ms go into the domain XML on stdin. Pending
+ * "idle" hooks are coalesced: the latest state wins. */
+void hooks_post(const char *op, const char *subop, const char *extra,
+		int state, uint64_t since_unix_ms);
+/* Waits for the queue to drain (each hook still bounded by the timeout),
+ * then stops the worker. */
+void hooks_stop(void);
+void hooks_counts(uint64_t *run, uint64_t *failed, uint64_t *dropped);
+
+#endif
