@@ -165,8 +165,6 @@ static void idle_log_locked(uint64_t now, const char *fmt, ...)
 	idle.logq[idle.logq_len++] = '\n';
 }
 
-static void idle_flush_queues(void);
-
 #define idle_log(now, ...) do {                         \
 		pthread_mutex_lock(&idle.lock);         \
 		idle_log_locked(now, __VA_ARGS__);      \
@@ -186,19 +184,14 @@ static void idle_event_locked(const struct idle_event *ev)
  * log lines, post the queued events. */
 void idle_flush(void)
 {
-	if (!idle.enabled)
-		return;
-	idle_flush_queues();
-}
-
-static void idle_flush_queues(void)
-{
 	static char buf[sizeof(idle.logq)];
 	static struct idle_event evs[IDLE_EVENT_QUEUE];
 	size_t len;
 	unsigned int nev, i;
 	uint64_t dropped;
 
+	if (!idle.enabled)
+		return;
 	pthread_mutex_lock(&idle.lock);
 	len = idle.logq_len;
 	memcpy(buf, idle.logq, len);
@@ -846,6 +839,7 @@ void idle_read_status(struct vm_status *st, uint64_t now)
 	st->sysidle = idle.enabled;
 	st->timekeeper = idle.tk;
 	st->state = SYSIDLE_NOT;
+	st->events_dropped = 0;
 	if (!idle.enabled) {
 		memset(st->state_ns, 0, sizeof(st->state_ns));
 		st->state_ns[SYSIDLE_NOT] = st->uptime_ns;
@@ -859,6 +853,7 @@ void idle_read_status(struct vm_status *st, uint64_t now)
 	if (now > idle.since)
 		st->state_ns[idle.cur] += now - idle.since;
 	st->full_idle_periods = idle.full_periods_seen;
+	st->events_dropped = idle.events_lost;
 	pthread_mutex_unlock(&idle.lock);
 	st->full_idle_ns = st->state_ns[SYSIDLE_FULL_NOTED];
 	/* Housekeeping-thread counters, read as they are: statistics. */

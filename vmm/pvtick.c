@@ -132,6 +132,26 @@ void pvtick_resume(struct vcpu *v)
 }
 
 /*
+ * @v's lock held: ticks already due on a running tick whose timer has not
+ * fired yet (a late housekeeping thread) are counted missed now, and the
+ * timer moves on to the next period; so a MISSED read never lags behind
+ * elapsed time.
+ */
+static void pvtick_catch_up(struct vcpu *v)
+{
+	struct pvtick *t = &v->pvt;
+	uint64_t due;
+
+	if (!t->hz || !t->deadline_ns)
+		return;
+	due = pvtick_take_due(t, now_ns());
+	if (due) {
+		t->missed += due;
+		pvtick_arm(v);
+	}
+}
+
+/*
  * @v's lock held, any thread (the control socket's "kick"): deliver @v's
  * pv tick now, as one of the ticks already due (resumed first if it was
  * suspended), so the guest's jiffies still equal elapsed time. Nothing is
@@ -142,19 +162,13 @@ bool pvtick_deliver_now(struct vcpu *v)
 {
 	struct pvtick *t = &v->pvt;
 	struct lapic *l = &v->lapic;
-	uint64_t due;
 
 	if (!t->hz)
 		return false;
-	if (t->suppressed) {
+	if (t->suppressed)
 		pvtick_resume(v);
-	} else if (t->deadline_ns) {
-		due = pvtick_take_due(t, now_ns());
-		if (due) {
-			t->missed += due;
-			pvtick_arm(v);
-		}
-	}
+	else
+		pvtick_catch_up(v);
 	if (!t->missed || (l->irr[t->vector / 32] & (1u << (t->vector % 32))))
 		return false;
 	t->missed--;
@@ -175,7 +189,6 @@ bool pvtick_msr(uint32_t index)
 int pvtick_msr_read(struct vcpu *v, uint32_t index, uint64_t *val)
 {
 	struct pvtick *t = &v->pvt;
-	uint64_t due;
 
 	pthread_mutex_lock(&v->lock);
 	switch (index) {
@@ -186,15 +199,7 @@ int pvtick_msr_read(struct vcpu *v, uint32_t index, uint64_t *val)
 		*val = t->vector;
 		break;
 	default: /* MISSED: read and clear */
-		/* Ticks already due whose timer has not fired yet (a late
-		 * housekeeping thread) are counted now, so the guest's
-		 * jiffies never lag behind elapsed time. */
-		due = t->hz && t->deadline_ns ?
-		      pvtick_take_due(t, now_ns()) : 0;
-		if (due) {
-			t->missed += due;
-			pvtick_arm(v);
-		}
+		pvtick_catch_up(v);
 		*val = t->missed;
 		t->missed = 0;
 		break;

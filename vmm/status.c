@@ -118,7 +118,7 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 	st->hk_wakeups = housekeeping_wakeups();
 	idle_read_status(st, now);
 	st->since_unix_ms = mono_to_unix_ms(st->since_ns);
-	st->events_dropped = export_events_dropped();
+	st->events_dropped += export_events_dropped(); /* idle.c's own too */
 	st->watch_dropped = control_watch_dropped();
 	hooks_counts(&st->hooks_run, &st->hooks_failed, &st->hooks_dropped);
 }
