@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""tools/sysidle-consolidate, the pack policy: three idle VMs and one busy
+VM, each with its own --control socket in a temporary directory; the tool
+follows that directory. --dry-run changes nothing; the daemon packs the
+fully idle VMs' vCPU and housekeeping threads onto the idle CPU and leaves
+the busy VM alone; a woken VM is restored at once (timed) and packed again
+when it idles; SIGTERM restores everything (exit 0); --once packs and
+exits. Affinities are read from /proc/PID/task/TID/status.
+
+usage: test_consolidate.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL TOOL
+Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm, or
+fewer than 2 CPUs to run on)."""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import vmmtest
+from vmmtest import Vm, check, tool
+
+vmmtest.init(sys.argv)
+CONSOLIDATE = sys.argv[5]
+RESTORE_LIMIT_S = 0.1
+
+
+def parse_cpus(text):
+    cpus = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.update(range(int(a), int(b) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
+def allowed(pid, tid):
+    """The thread's Cpus_allowed_list as a set; None if it cannot be read."""
+    try:
+        with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    return parse_cpus(line.split(":", 1)[1])
+    except OSError:
+        pass
+    return None
+
+
+class Conn:
+    """One control connection: JSON lines, bounded waits."""
+
+    def __init__(self, path, timeout=10):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(path)
+        self.buf = b""
+
+    def send(self, obj):
+        self.s.sendall((json.dumps(obj) + "\n").encode())
+
+    def line(self, timeout=10):
+        end = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            self.s.settimeout(left)
+            try:
+                d = self.s.recv(65536)
+            except (socket.timeout, OSError):
+                return None
+            if not d:
+                return None
+            self.buf += d
+        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except ValueError:
+            return line.decode(errors="replace")
+
+    def request(self, obj, timeout=10):
+        self.send(obj)
+        return self.line(timeout)
+
+    def close(self):
+        self.s.close()
+
+
+def status(path):
+    try:
+        c = Conn(path, 5)
+    except OSError:
+        return None
+    try:
+        r = c.request({"cmd": "status"}, 5)
+    finally:
+        c.close()
+    return r["vm"] if isinstance(r, dict) and r.get("ok") else None
+
+
+def threads(vm):
+    """[(pid, tid)] of the vCPU and housekeeping threads in a status."""
+    tids = [v["tid"] for v in vm["vcpus"]] + [vm["housekeeping_tid"]]
+    return [(vm["pid"], t) for t in tids]
+
+
+def affinities(vm):
+    return {t: allowed(p, t) for p, t in threads(vm)}
+
+
+def fmt(aff):
+    return " ".join("%d:%s" % (t, ",".join(map(str, sorted(c))) if c else c)
+                    for t, c in sorted(aff.items()))
+
+
+def main():
+    if not vmmtest.kvm_usable():
+        return 77
+    for g in ["idle.elf", "burst.elf"]:
+        if not os.path.exists(tool(g)):
+            print("# %s not built: consolidate tests skipped" % tool(g))
+            return 77
+    full = os.sched_getaffinity(0)
+    if len(full) < 2:
+        print("# only CPU %s to run on: packing would not be visible, "
+              "skipped" % sorted(full))
+        return 77
+    # The VMs inherit this process's affinity: the whole set.
+    os.sched_setaffinity(0, full)
+    idle_set = {max(full)}
+    idle_arg = str(max(full))
+    print("# full set %s, idle set %s" % (sorted(full), idle_arg))
+    t_start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        run(tmp, full, idle_set, idle_arg)
+    print("# %.1f s" % (time.monotonic() - t_start))
+    return vmmtest.finish()
+
+
+def run(tmp, full, idle_set, idle_arg):
+    socks = [os.path.join(tmp, "idle%d.sock" % i) for i in range(3)]
+    busy_sock = os.path.join(tmp, "busy.sock")
+    vms = [Vm(["--cpus", "2", "--sysidle", "--append", "hz=250", "--name",
+               "idle%d" % i, "--control", s, tool("idle.elf")])
+           for i, s in enumerate(socks)]
+    # one vCPU spins for two minutes: never fully idle during the test
+    busy = Vm(["--cpus", "2", "--sysidle", "--append",
+               "rounds=1 period=120000 duty=100 hz=250", "--name", "busy",
+               "--control", busy_sock, tool("burst.elf")])
+    daemon = None
+    try:
+        def all_idle():
+            sts = [status(s) for s in socks]
+            return sts if all(st and st["state"] == "FULL_NOTED" and
+                              all(t for _, t in threads(st))
+                              for st in sts) else None
+        sts = vmmtest.poll_until(all_idle, 30)
+
+        def busy_up():
+            st = status(busy_sock)
+            return st if st and all(t for _, t in threads(st)) and \
+                st["uptime_s"] > 0.3 else None
+        bst = vmmtest.poll_until(busy_up, 30)
+        check(sts is not None and bst is not None and
+              bst["state"] != "FULL_NOTED",
+              "three idle VMs in FULL_NOTED, the busy VM running (%s)" %
+              (bst and bst["state"]),
+              "\n".join(v.err for v in vms + [busy]))
+        if sts is None or bst is None:
+            return
+        orig = {st["name"]: affinities(st) for st in sts + [bst]}
+        check(all(c == full for a in orig.values() for c in a.values()),
+              "every VM thread starts on the full set",
+              "\n".join("%s %s" % (n, fmt(a)) for n, a in orig.items()))
+        names = [st["name"] for st in sts]
+
+        def now_aff():
+            return {st["name"]: affinities(st) for st in sts + [bst]}
+
+        def packed(name, aff):
+            return all(c == idle_set for c in aff[name].values())
+
+        # --dry-run: the decisions, no change
+        dry = Vm(["--dir", tmp, "--idle-cpus", idle_arg, "--dry-run"],
+                 exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
+                 tag="sysidle-consolidate")
+        said = [dry.wait_line(r"^pack %s: 3 threads -> cpus %s "
+                              r"\(FULL_NOTED\) \[dry run\]" % (n, idle_arg),
+                              10) for n in names]
+        aff = now_aff()
+        rc = dry.stop()
+        check(all(said) and aff == orig and rc == 0 and
+              not any(l.startswith("pack busy") for l in dry.lines),
+              "--dry-run: 'pack NAME: 3 threads -> cpus %s (FULL_NOTED) "
+              "[dry run]' for the idle VMs only, no affinity changed, "
+              "SIGTERM exit %s" % (idle_arg, rc),
+              "\n".join(dry.lines + dry.err_lines))
+
+        # the daemon
+        daemon = Vm(["--dir", tmp, "--idle-cpus", idle_arg],
+                    exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
+                    tag="sysidle-consolidate")
+        t0 = time.monotonic()
+        aff = vmmtest.poll_until(
+            lambda: (lambda a: a if all(packed(n, a) for n in names)
+                     else None)(now_aff()), 10, step=0.005)
+        t_pack = time.monotonic() - t0
+        check(aff is not None and aff[bst["name"]] == orig[bst["name"]],
+              "daemon: every vCPU and housekeeping thread of the 3 idle VMs "
+              "on cpus %s (%.0f ms after start); the busy VM untouched" %
+              (idle_arg, t_pack * 1000),
+              "\n".join(["%s %s" % (n, fmt(a)) for n, a in
+                         now_aff().items()] + daemon.lines + daemon.err_lines))
+        logged = all(any(re.match(r"^pack %s: 3 threads -> cpus %s "
+                                  r"\(FULL_NOTED\)$" % (n, idle_arg), l)
+                         for l in daemon.lines) for n in names)
+        check(logged, "daemon: one 'pack NAME: 3 threads -> cpus %s "
+              "(FULL_NOTED)' line per idle VM" % idle_arg,
+              "\n".join(daemon.lines))
+
+        # wake idle0: restored within RESTORE_LIMIT_S of the event
+        w = Conn(socks[0])
+        first = w.request({"cmd": "watch"})
+        n0 = len(daemon.lines)
+        vms[0].send("x")
+        ev = None
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            e = w.line(max(0.01, end - time.monotonic()))
+            if isinstance(e, dict) and e.get("event") == "state" and \
+                    e.get("from") == "FULL_NOTED":
+                ev = e
+                break
+        t_ev = time.monotonic()
+        restored = None
+        others = None
+        while time.monotonic() < t_ev + 1:
+            a = now_aff()
+            if a[names[0]] == orig[names[0]]:
+                restored = time.monotonic() - t_ev
+                others = all(packed(n, a) for n in names[1:])
+                break
+            time.sleep(0.005)
+        check(isinstance(first, dict) and first.get("state") ==
+              "FULL_NOTED" and ev is not None and restored is not None and
+              restored <= RESTORE_LIMIT_S and others,
+              "wake %s (a serial byte): FULL_NOTED -> %s seen on a watch; "
+              "its threads back on their own affinity %.1f ms after that "
+              "(limit %d ms, polled every 5 ms); the other two still packed" %
+              (names[0], ev and ev.get("to"),
+               (restored or -1) * 1000, RESTORE_LIMIT_S * 1000),
+              "\n".join(["first %s ev %s others %s" % (first, ev, others)] +
+                        daemon.lines))
+        line = daemon.wait_line(r"^restore %s: 3 threads" % names[0], 5, n0)
+        check(line is not None and "FULL_NOTED -> " in line,
+              "daemon: 'restore %s: 3 threads ...' with its reason" %
+              names[0], "\n".join(daemon.lines[n0:]))
+
+        # it idles again: packed again
+        back = None
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            e = w.line(max(0.01, end - time.monotonic()))
+            if isinstance(e, dict) and e.get("to") == "FULL_NOTED":
+                back = e
+                break
+        aff = vmmtest.poll_until(
+            lambda: (lambda a: a if all(packed(n, a) for n in names)
+                     else None)(now_aff()), 5, step=0.005)
+        check(back is not None and aff is not None and
+              aff[bst["name"]] == orig[bst["name"]],
+              "%s idle again (FULL_NOTED): packed again, all 3 idle VMs on "
+              "cpus %s, the busy VM untouched" % (names[0], idle_arg),
+              "\n".join(daemon.lines))
+        w.close()
+
+        # a VM started now is found by the rescan (every second) and packed;
+        # when it goes away while packed it is forgotten, the rest go on
+        late_sock = os.path.join(tmp, "late.sock")
+        late = Vm(["--cpus", "2", "--sysidle", "--append", "hz=250",
+                   "--name", "late", "--control", late_sock,
+                   tool("idle.elf")])
+        t0 = time.monotonic()
+        lst = vmmtest.poll_until(
+            lambda: (lambda st: st if st and all(t for _, t in threads(st))
+                     else None)(status(late_sock)), 30)
+        late_packed = lst is not None and vmmtest.poll_until(
+            lambda: all(allowed(p, t) == idle_set for p, t in threads(lst)),
+            10, step=0.005)
+        t_late = time.monotonic() - t0
+        check(late_packed and daemon.wait_line(
+            r"^pack late: 3 threads -> cpus %s \(FULL_NOTED\)$" % idle_arg,
+            5) is not None,
+              "a VM started later (new socket in the directory): found and "
+              "packed %.1f s after its start (rescan every 1 s)" % t_late,
+              "\n".join(daemon.lines + late.err_lines))
+        n0 = len(daemon.lines)
+        rc = late.stop()
+        gone = daemon.wait_line(r"^restore late: 3 threads", 5, n0)
+        aff = vmmtest.poll_until(
+            lambda: (lambda a: a if all(packed(n, a) for n in names)
+                     else None)(now_aff()), 5, step=0.005)
+        check(rc == 143 and gone is not None and daemon.p.poll() is None and
+              aff is not None and not daemon.err_lines,
+              "that VM stops while packed: its restore is attempted "
+              "('%s'), it is forgotten, the daemon goes on, the others stay "
+              "packed" % (gone and gone.split(" (")[-1].rstrip(")")),
+              "\n".join(daemon.lines[n0:] + daemon.err_lines))
+
+        # SIGTERM: everything restored, exit 0
+        rc = daemon.stop()
+        aff = now_aff()
+        check(rc == 0 and aff == orig and not daemon.err_lines and
+              re.search(r"^restore idle\d: 3 threads .*\(SIGTERM\)$",
+                        "\n".join(daemon.lines), re.M),
+              "daemon SIGTERM: exit %s, every thread back on its own "
+              "affinity (%.0f ms)" % (rc, (daemon.stop_seconds or 0) * 1000),
+              "\n".join(["%s %s" % (n, fmt(a)) for n, a in aff.items()] +
+                        daemon.lines + daemon.err_lines))
+        for l in daemon.lines:
+            print("# daemon: " + l)
+        daemon = None
+
+        # a CPU that does not exist: every sched_setaffinity fails, is
+        # retried with back-off, then given up on; nothing changes
+        p = subprocess.run([CONSOLIDATE, "--once", "--dir", tmp,
+                            "--idle-cpus", "1000"], capture_output=True,
+                           text=True, timeout=30)
+        out = p.stdout.splitlines()
+        aff = now_aff()
+        check(p.returncode == 1 and aff == orig and
+              len([l for l in out if l.startswith("retry ")]) == 5 * 9 and
+              len([l for l in out if l.startswith("error ") and
+                   "giving up" in l]) == 9 and
+              len([l for l in out if re.match(r"^pack idle\d: 3 threads "
+                                              r".*: 3 failed, retrying$", l)])
+              == 3,
+              "--once --idle-cpus 1000 (no such CPU): each of the 9 threads "
+              "logged, retried 5 times with back-off, given up; exit %d, "
+              "no affinity changed" % p.returncode, p.stdout + p.stderr)
+
+        # --socket PATH alone (an empty --dir): only that VM
+        empty = os.path.join(tmp, "empty")
+        os.mkdir(empty)
+        p = subprocess.run([CONSOLIDATE, "--once", "--dir", empty,
+                            "--socket", socks[1], "--idle-cpus", idle_arg],
+                           capture_output=True, text=True, timeout=30)
+        aff = now_aff()
+        check(p.returncode == 0 and packed(names[1], aff) and
+              all(aff[n] == orig[n] for n in orig if n != names[1]) and
+              p.stdout.startswith("pack %s: 3 threads" % names[1]),
+              "--once --socket PATH with an empty --dir: only that VM "
+              "packed", p.stdout + p.stderr)
+        for p_, t in threads(sts[1]):
+            os.sched_setaffinity(t, orig[names[1]][t])
+
+        # --once: packs and exits, nothing restored
+        t0 = time.monotonic()
+        p = subprocess.run([CONSOLIDATE, "--once", "--dir", tmp,
+                            "--idle-cpus", idle_arg], capture_output=True,
+                           text=True, timeout=30)
+        t_once = time.monotonic() - t0
+        aff = now_aff()
+        check(p.returncode == 0 and all(packed(n, aff) for n in names) and
+              aff[bst["name"]] == orig[bst["name"]] and
+              len([l for l in p.stdout.splitlines()
+                   if l.startswith("pack ")]) == 3,
+              "--once: exit %d after %.0f ms, the 3 idle VMs packed and "
+              "left packed, the busy VM untouched" %
+              (p.returncode, t_once * 1000), p.stdout + p.stderr)
+        for name, a in orig.items():
+            for tid, cpus in a.items():
+                try:
+                    os.sched_setaffinity(tid, cpus)
+                except OSError:
+                    pass
+        bst2 = status(busy_sock)
+        check(bst2 is not None and
+              bst2["counters"]["full_idle_periods"] == 0,
+              "the busy VM was never fully idle during the test",
+              bst2 and bst2["counters"])
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        rcs = [v.stop() for v in vms + [busy]]
+        check(all(rc == 143 for rc in rcs), "the VMs stop on SIGTERM "
+              "(exit 143)", "%s\n%s" % (rcs, "\n".join(v.err for v in vms +
+                                                     [busy])))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
