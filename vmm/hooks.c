@@ -66,7 +66,7 @@ static struct {
 	bool stop;
 	bool idle_begun; /* the last idle hook taken from the queue: begin */
 	uint64_t run, failed, dropped;
-} hk = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+} hookq = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static char *const hook_env[] = {
 	"LC_ALL=C",
@@ -108,7 +108,7 @@ static int domain_xml(char *buf, size_t size, const struct hook_event *ev)
 			"<uuid>%s</uuid><vcpu>%u</vcpu><metadata>"
 			"<sysidle:state xmlns:sysidle='urn:sysidle:1' "
 			"state='%s' since='%s.%03uZ'/></metadata></domain>\n",
-			name, vm_uuid(), hk.ncpus,
+			name, vm_uuid(), hookq.ncpus,
 			sysidle_state_name((enum sysidle_state)ev->state),
 			since, (unsigned int)(ev->since_unix_ms % 1000));
 }
@@ -180,7 +180,7 @@ static int run_hook(char *const argv[], const char *xml, char *err,
 {
 	size_t xlen = strlen(xml), off = 0;
 	int in[2] = { -1, -1 }, ep[2] = { -1, -1 }, pidfd, st = -1, rc;
-	uint64_t deadline = now_ns() + hk.timeout_ns;
+	uint64_t deadline = now_ns() + hookq.timeout_ns;
 	bool killed = false, reaped = false;
 	pid_t pid;
 
@@ -243,7 +243,7 @@ static int run_hook(char *const argv[], const char *xml, char *err,
 	close_fd(&pidfd);
 	if (killed)
 		snprintf(what, wsize, "killed after %gs%s",
-			 (double)hk.timeout_ns / 1e9, reaped ? "" :
+			 (double)hookq.timeout_ns / 1e9, reaped ? "" :
 			 " (not reaped)");
 	else if (!reaped)
 		snprintf(what, wsize, "cannot wait for it");
@@ -269,10 +269,10 @@ static void hook_one(const char *path, const struct hook_event *ev,
 	while (elen && (err[elen - 1] == '\n' || err[elen - 1] == ' '))
 		elen--;
 	err[elen] = '\0';
-	pthread_mutex_lock(&hk.lock);
-	hk.run++;
-	hk.failed += st != 0;
-	pthread_mutex_unlock(&hk.lock);
+	pthread_mutex_lock(&hookq.lock);
+	hookq.run++;
+	hookq.failed += st != 0;
+	pthread_mutex_unlock(&hookq.lock);
 	if (st != 0)
 		vmm_warn("hook %s %s %s %s: %s%s%s", path, vm_name(), ev->op,
 			 ev->subop, what, elen ? "; stderr: " : "", err);
@@ -307,13 +307,13 @@ static void hooks_run(const struct hook_event *ev)
 
 	if (n < 0 || n >= (int)sizeof(xml))
 		return; /* cannot happen: --name has at most 80 bytes */
-	snprintf(path, sizeof(path), "%s/vm", hk.dir);
+	snprintf(path, sizeof(path), "%s/vm", hookq.dir);
 	if (is_hook(path))
 		hook_one(path, ev, xml);
-	snprintf(path, sizeof(path), "%s/vm.d", hk.dir);
+	snprintf(path, sizeof(path), "%s/vm.d", hookq.dir);
 	n = scandir(path, &ents, no_dot, by_strcmp);
 	for (int i = 0; i < n; i++) {
-		if ((size_t)snprintf(path, sizeof(path), "%s/vm.d/%s", hk.dir,
+		if ((size_t)snprintf(path, sizeof(path), "%s/vm.d/%s", hookq.dir,
 				     ents[i]->d_name) < sizeof(path) &&
 		    is_hook(path))
 			hook_one(path, ev, xml);
@@ -331,22 +331,22 @@ static void *hooks_thread(void *arg)
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "vmm-hooks");
-	pthread_mutex_lock(&hk.lock);
+	pthread_mutex_lock(&hookq.lock);
 	for (;;) {
-		while (!hk.n && !hk.stop)
-			pthread_cond_wait(&hk.cond, &hk.lock);
-		if (!hk.n)
+		while (!hookq.n && !hookq.stop)
+			pthread_cond_wait(&hookq.cond, &hookq.lock);
+		if (!hookq.n)
 			break; /* stopping, and the queue is drained */
-		ev = hk.q[hk.head];
-		hk.head = (hk.head + 1) % HOOKS_QUEUE;
-		hk.n--;
+		ev = hookq.q[hookq.head];
+		hookq.head = (hookq.head + 1) % HOOKS_QUEUE;
+		hookq.n--;
 		if (!strcmp(ev.op, "idle"))
-			hk.idle_begun = !strcmp(ev.subop, "begin");
-		pthread_mutex_unlock(&hk.lock);
+			hookq.idle_begun = !strcmp(ev.subop, "begin");
+		pthread_mutex_unlock(&hookq.lock);
 		hooks_run(&ev);
-		pthread_mutex_lock(&hk.lock);
+		pthread_mutex_lock(&hookq.lock);
 	}
-	pthread_mutex_unlock(&hk.lock);
+	pthread_mutex_unlock(&hookq.lock);
 	return NULL;
 }
 
@@ -367,21 +367,21 @@ int hooks_start(const char *dir, uint64_t timeout_ns, const struct vm *vm)
 		return 0;
 	}
 	closedir(d);
-	hk.dir = realpath(dir, NULL); /* hooks run in / */
-	if (!hk.dir) {
+	hookq.dir = realpath(dir, NULL); /* hooks run in / */
+	if (!hookq.dir) {
 		vmm_warn("--hooks '%s': %s: no hooks", dir, strerror(errno));
 		return 0;
 	}
-	hk.timeout_ns = timeout_ns;
-	hk.ncpus = vm->ncpus;
-	err = pthread_create(&hk.thread, NULL, hooks_thread, NULL);
+	hookq.timeout_ns = timeout_ns;
+	hookq.ncpus = vm->ncpus;
+	err = pthread_create(&hookq.thread, NULL, hooks_thread, NULL);
 	if (err) {
-		free(hk.dir);
-		hk.dir = NULL;
+		free(hookq.dir);
+		hookq.dir = NULL;
 		return vmm_fail(VMM_EXIT_KVM, "cannot start the hooks thread: "
 				"%s", strerror(err));
 	}
-	hk.started = true;
+	hookq.started = true;
 	return 0;
 }
 
@@ -393,60 +393,60 @@ void hooks_post(const char *op, const char *subop, const char *extra,
 	struct hook_event ev = { .state = state, .since_unix_ms = since_unix_ms };
 	unsigned int i, j;
 
-	if (!hk.started)
+	if (!hookq.started)
 		return;
 	snprintf(ev.op, sizeof(ev.op), "%s", op ? op : "-");
 	snprintf(ev.subop, sizeof(ev.subop), "%s", subop ? subop : "-");
 	snprintf(ev.extra, sizeof(ev.extra), "%s", extra ? extra : "");
-	pthread_mutex_lock(&hk.lock);
+	pthread_mutex_lock(&hookq.lock);
 	if (!strcmp(ev.op, "idle")) {
 		/* The latest idle state wins over the pending ones; and if it
 		 * is the state the hooks last saw (a wake-up and a new full
 		 * idle both coalesced away), it is dropped too, so the hooks
 		 * always see begin and end alternate. */
-		for (i = j = 0; i < hk.n; i++) {
-			struct hook_event *e = &hk.q[(hk.head + i) % HOOKS_QUEUE];
+		for (i = j = 0; i < hookq.n; i++) {
+			struct hook_event *e = &hookq.q[(hookq.head + i) % HOOKS_QUEUE];
 
 			if (strcmp(e->op, "idle"))
-				hk.q[(hk.head + j++) % HOOKS_QUEUE] = *e;
+				hookq.q[(hookq.head + j++) % HOOKS_QUEUE] = *e;
 		}
-		hk.dropped += hk.n - j;
-		hk.n = j;
-		if (hk.idle_begun == !strcmp(ev.subop, "begin")) {
-			hk.dropped++;
-			pthread_mutex_unlock(&hk.lock);
+		hookq.dropped += hookq.n - j;
+		hookq.n = j;
+		if (hookq.idle_begun == !strcmp(ev.subop, "begin")) {
+			hookq.dropped++;
+			pthread_mutex_unlock(&hookq.lock);
 			return;
 		}
 	}
-	if (hk.n < HOOKS_QUEUE)
-		hk.q[(hk.head + hk.n++) % HOOKS_QUEUE] = ev;
+	if (hookq.n < HOOKS_QUEUE)
+		hookq.q[(hookq.head + hookq.n++) % HOOKS_QUEUE] = ev;
 	else
-		hk.dropped++;
-	pthread_cond_signal(&hk.cond);
-	pthread_mutex_unlock(&hk.lock);
+		hookq.dropped++;
+	pthread_cond_signal(&hookq.cond);
+	pthread_mutex_unlock(&hookq.lock);
 }
 
 /* Main thread, after the last hooks_post: run what is queued, then stop. */
 void hooks_stop(void)
 {
-	if (!hk.started)
+	if (!hookq.started)
 		return;
-	pthread_mutex_lock(&hk.lock);
-	hk.stop = true;
-	pthread_cond_signal(&hk.cond);
-	pthread_mutex_unlock(&hk.lock);
-	pthread_join(hk.thread, NULL);
-	hk.started = false;
-	free(hk.dir);
-	hk.dir = NULL;
+	pthread_mutex_lock(&hookq.lock);
+	hookq.stop = true;
+	pthread_cond_signal(&hookq.cond);
+	pthread_mutex_unlock(&hookq.lock);
+	pthread_join(hookq.thread, NULL);
+	hookq.started = false;
+	free(hookq.dir);
+	hookq.dir = NULL;
 }
 
 /* Any thread. */
 void hooks_counts(uint64_t *run, uint64_t *failed, uint64_t *dropped)
 {
-	pthread_mutex_lock(&hk.lock);
-	*run = hk.run;
-	*failed = hk.failed;
-	*dropped = hk.dropped;
-	pthread_mutex_unlock(&hk.lock);
+	pthread_mutex_lock(&hookq.lock);
+	*run = hookq.run;
+	*failed = hookq.failed;
+	*dropped = hookq.dropped;
+	pthread_mutex_unlock(&hookq.lock);
 }

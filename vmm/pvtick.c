@@ -51,12 +51,26 @@ static uint64_t pvtick_take_due(struct pvtick *t, uint64_t now)
 	return due;
 }
 
+/* @v's lock held: set the tick's vector in the IRR and kick @v, unless the
+ * previous tick is still pending there. Returns whether it was posted. */
+static bool pvtick_post(struct vcpu *v)
+{
+	struct pvtick *t = &v->pvt;
+	struct lapic *l = &v->lapic;
+
+	if (l->irr[t->vector / 32] & (1u << (t->vector % 32)))
+		return false;
+	lapic_set_irr(l, t->vector, false);
+	t->delivered++;
+	vcpu_kick(v);
+	return true;
+}
+
 /* Housekeeping thread: a tick is due. */
 static void pvtick_fire(struct hk_timer *ht, uint64_t deadline_ns)
 {
 	struct pvtick *t = container_of(ht, struct pvtick, timer);
 	struct vcpu *v = container_of(t, struct vcpu, pvt);
-	struct lapic *l = &v->lapic;
 	uint64_t due;
 
 	pthread_mutex_lock(&v->lock);
@@ -75,14 +89,11 @@ static void pvtick_fire(struct hk_timer *ht, uint64_t deadline_ns)
 		t->suppressed = true;
 		t->deadline_ns = 0;
 	} else {
-		t->missed += due - 1;
-		if (l->irr[t->vector / 32] & (1u << (t->vector % 32))) {
-			t->missed++; /* the previous one is still pending */
-		} else {
-			lapic_set_irr(l, t->vector, false);
-			t->delivered++;
-			vcpu_kick(v);
-		}
+		/* the last one due is delivered, unless the previous one is
+		 * still pending */
+		t->missed += due;
+		if (pvtick_post(v))
+			t->missed--;
 		pvtick_arm(v);
 	}
 	pthread_mutex_unlock(&v->lock);
@@ -161,7 +172,6 @@ static void pvtick_catch_up(struct vcpu *v)
 bool pvtick_deliver_now(struct vcpu *v)
 {
 	struct pvtick *t = &v->pvt;
-	struct lapic *l = &v->lapic;
 
 	if (!t->hz)
 		return false;
@@ -169,14 +179,11 @@ bool pvtick_deliver_now(struct vcpu *v)
 		pvtick_resume(v);
 	else
 		pvtick_catch_up(v);
-	if (!t->missed || (l->irr[t->vector / 32] & (1u << (t->vector % 32))))
+	if (!t->missed || !pvtick_post(v))
 		return false;
 	t->missed--;
 	if (t->nsuppressed)
 		t->nsuppressed--;
-	lapic_set_irr(l, t->vector, false);
-	t->delivered++;
-	vcpu_kick(v);
 	return true;
 }
 
