@@ -3,7 +3,7 @@
 #               guest under --sysidle (make run-library: the library alone)
 #   make test   install what is missing, build, run every test: plain,
 #               under ASan+UBSan, and the threaded parts (the library's
-#               stress test, the VMM) under TSan
+#               stress test, the VMM, the libvirt bridge) under TSan
 #   make bench  build and run the benchmarks
 BUILD ?= build
 MESON_OPTS ?=
@@ -42,7 +42,7 @@ test: deps
 	ninja -C $(BUILD)-tsan
 	-meson test -C $(BUILD) --print-errorlogs
 	-meson test -C $(BUILD)-asan --print-errorlogs
-	-meson test -C $(BUILD)-tsan --suite threads --suite vmm --print-errorlogs
+	-meson test -C $(BUILD)-tsan --suite threads --suite vmm --suite libvirt --print-errorlogs
 	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan
 
 bench: build
@@ -50,6 +50,7 @@ bench: build
 	python3 bench/vmm-rtt.py --build $(BUILD)
 	python3 bench/idle-cost.py --build $(BUILD)
 	python3 bench/latency.py --build $(BUILD)
+	python3 bench/consolidate.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

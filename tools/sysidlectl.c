@@ -4,7 +4,7 @@
  * for the protocol and tools/sysidlectl.md for the manual).
  *
  *   sysidlectl [--dir DIR] [--json] [--timeout SECONDS] COMMAND
- *   list | status NAME | watch NAME | kick NAME
+ *   list | status NAME | watch NAME | kick NAME | pause NAME | resume NAME
  *
  * Single-threaded. Every socket is non-blocking and every wait is a poll
  * bounded by the --timeout deadline, except the wait for watch's events,
@@ -64,7 +64,8 @@ struct conn {
 
 static const char usage_text[] =
 "usage: sysidlectl [--dir DIR] [--json] [--timeout SECONDS] COMMAND\n"
-"       COMMAND: list | status NAME | watch NAME | kick NAME | --help\n";
+"       COMMAND: list | status NAME | watch NAME | kick NAME | pause NAME |\n"
+"                resume NAME | --help\n";
 
 static const char help_text[] =
 "\n"
@@ -74,12 +75,16 @@ static const char help_text[] =
 "  status NAME    the VM's state, its vCPUs and its counters\n"
 "  watch NAME     one line per idle state change, until the VM stops\n"
 "  kick NAME      end the VM's full idle (its tick restarts)\n"
+"  pause NAME     park every vCPU of the VM (it resumes by itself when a\n"
+"                 timer, serial input or a kick wakes one); returns once\n"
+"                 every vCPU is parked\n"
+"  resume NAME    let a paused VM run again\n"
 "\n"
 "Options:\n"
 "  --dir DIR          the sockets' directory (default " DEFAULT_DIR ")\n"
 "  --json             JSON output: list: one object per VM per line;\n"
 "                     status: the status object; watch: the socket's lines;\n"
-"                     kick: the reply\n"
+"                     kick, pause, resume: the reply\n"
 "  --timeout SECONDS  wait at most SECONDS for a reply (default 5; watch\n"
 "                     waits for its events as long as the VM runs)\n"
 "  -h, --help         print this help and exit 0\n"
@@ -765,6 +770,9 @@ static void print_status(json_object *vm)
 	fmt_duration(v ? json_object_get_double(v) : -1, dur, sizeof(dur));
 	printf("state       %s since %s (%s)\n", str_or(vm, "state", "?"),
 	       clk, dur);
+	v = member(vm, "paused", json_type_boolean);
+	if (v && json_object_get_boolean(v))
+		printf("paused      yes (every vCPU parked)\n");
 	v = number(vm, "uptime_s");
 	fmt_duration(v ? json_object_get_double(v) : -1, dur, sizeof(dur));
 	printf("uptime      %s\n", dur);
@@ -816,13 +824,14 @@ static int cmd_status(const char *name)
 	return rc;
 }
 
-static int cmd_kick(const char *name)
+/* kick, pause, resume: the request, and the reply with --json. */
+static int cmd_simple(const char *name, const char *cmd)
 {
 	struct conn c = { .fd = -1 };
 	json_object *r;
 	int rc;
 
-	r = ask(&c, name, "kick", &rc);
+	r = ask(&c, name, cmd, &rc);
 	if (r) {
 		if (opt.json)
 			print_json(r);
@@ -845,6 +854,17 @@ static void print_event(json_object *e)
 		v = number(e, "count");
 		printf("%s (%s events dropped: this client was too slow)\n",
 		       clk, v ? json_object_get_string(v) : "?");
+		return;
+	}
+	if (!strcmp(ev, "paused") || !strcmp(ev, "resumed")) {
+		v = number(e, "unix_ms");
+		fmt_clock(v ? json_object_get_int64(v) : -1, clk, sizeof(clk));
+		printf("%s %s", clk, ev);
+		v = number(e, "paused_ms");
+		if (!strcmp(ev, "resumed"))
+			printf(" by %s after %s ms", str_or(e, "reason", "?"),
+			       v ? json_object_get_string(v) : "?");
+		putchar('\n');
 		return;
 	}
 	if (strcmp(ev, "state"))
@@ -901,7 +921,9 @@ static int cmd_watch(const char *name)
 	} else {
 		e = number(r, "since_unix_ms");
 		fmt_clock(e ? json_object_get_int64(e) : -1, clk, sizeof(clk));
-		printf("%s %s (current state)\n", clk, str_or(r, "state", "?"));
+		e = member(r, "paused", json_type_boolean);
+		printf("%s %s (current state%s)\n", clk, str_or(r, "state", "?"),
+		       e && json_object_get_boolean(e) ? ", paused" : "");
 	}
 	json_object_put(r);
 	fflush(stdout);
@@ -1002,7 +1024,8 @@ int main(int argc, char **argv)
 		return cmd_list();
 	}
 	if (strcmp(cmd, "status") && strcmp(cmd, "watch") &&
-	    strcmp(cmd, "kick"))
+	    strcmp(cmd, "kick") && strcmp(cmd, "pause") &&
+	    strcmp(cmd, "resume"))
 		return usage_error("unknown command '%s'", cmd);
 	if (optind >= argc)
 		return usage_error("%s: expected a VM name or socket path",
@@ -1016,5 +1039,5 @@ int main(int argc, char **argv)
 		return cmd_status(argv[optind]);
 	if (!strcmp(cmd, "watch"))
 		return cmd_watch(argv[optind]);
-	return cmd_kick(argv[optind]);
+	return cmd_simple(argv[optind], cmd);
 }

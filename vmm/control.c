@@ -3,7 +3,12 @@
  * The control socket (protocol in vmm/README.md): a Unix stream socket, mode
  * 0600, serving peers with the VMM's euid or root. Requests are JSON lines:
  * "status" (a snapshot of the VM), "watch" (one line per idle state
- * change from then on), "kick" (end full idle).
+ * change, pause and resume from then on), "kick" (end full idle), "pause"
+ * and "resume" (pause.c). A "pause" reply waits, without blocking the
+ * export thread, until every vCPU has parked: the client's later requests
+ * wait behind it (replies stay in order), and control_pollfds, which runs
+ * before each poll(), sends it once pause_completed() says so (the
+ * "paused" event wakes the export thread).
  *
  * Threads: control_open and control_close run on the main thread, before
  * the export thread starts and after it stopped; everything else runs on
@@ -47,6 +52,9 @@ struct client {
 	bool closing;   /* close once the queued output is written */
 	bool dead;      /* closed: freed by the next control_pollfds */
 	uint64_t dropped; /* events not sent since its last line */
+	uint64_t pause_want; /* a "pause" reply waits for this pause_completed()
+			      * value, 0: none */
+	struct json_object *pause_id; /* its request's "id" (a reference) */
 	size_t in_len;
 	char in[CONTROL_LINE_MAX + 1];
 	char *out;      /* queued output: out[out_off .. out_len) */
@@ -206,6 +214,7 @@ int control_open(struct vm *vm)
 /* Export thread (a dropped client), or the main thread at close. */
 static void client_free(struct client *c)
 {
+	json_object_put(c->pause_id);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->out);
@@ -268,7 +277,7 @@ static void client_flush(struct client *c)
 	if (c->dead)
 		return;
 	c->out_off = c->out_len = 0;
-	if (c->closing)
+	if (c->closing && !c->pause_want) /* a "pause" reply still to come */
 		client_drop(c);
 }
 
@@ -393,6 +402,26 @@ static struct json_object *reply_ok(const char *cmd, struct json_object *id)
 	return r;
 }
 
+/* Export thread: the reply to @c's "pause" once the pause it waits for is
+ * complete: {"ok":true,"cmd":"pause","paused":true}. Returns whether it
+ * was sent (or there was none to send). */
+static bool client_pause_reply(struct client *c)
+{
+	struct json_object *r;
+
+	if (!c->pause_want)
+		return true;
+	if (pause_completed() < c->pause_want)
+		return false;
+	r = reply_ok("pause", c->pause_id);
+	json_object_object_add(r, "paused", json_object_new_boolean(1));
+	json_object_put(c->pause_id);
+	c->pause_id = NULL;
+	c->pause_want = 0;
+	client_reply(c, r);
+	return true;
+}
+
 /* Export thread: one request line (@len bytes, no newline). */
 static void client_request(struct client *c, const char *line, size_t len)
 {
@@ -454,15 +483,27 @@ static void client_request(struct client *c, const char *line, size_t len)
 					       sysidle_state_name(ctl.st->state)));
 		json_object_object_add(r, "since_unix_ms",
 			json_object_new_uint64(ctl.st->since_unix_ms));
+		json_object_object_add(r, "paused",
+				       json_object_new_boolean(ctl.st->paused));
 		c->watch = true;
 		client_reply(c, r);
 	} else if (!strcmp(cmd, "kick")) {
 		if (idle_enabled()) {
+			pause_wake(PAUSE_REASON_KICK); /* a paused VM resumes */
 			export_kick();
 			client_reply(c, reply_ok(cmd, id));
 		} else {
 			client_error(c, id, "kick needs --sysidle");
 		}
+	} else if (!strcmp(cmd, "pause")) {
+		c->pause_want = pause_request();
+		c->pause_id = id ? json_object_get(id) : NULL;
+		client_pause_reply(c); /* now if already paused, else later */
+	} else if (!strcmp(cmd, "resume")) {
+		pause_wake(PAUSE_REASON_REQUEST);
+		r = reply_ok(cmd, id);
+		json_object_object_add(r, "paused", json_object_new_boolean(0));
+		client_reply(c, r);
 	} else {
 		client_error(c, id, "unknown command '%.64s%s'", cmd,
 			     strlen(cmd) > 64 ? "..." : "");
@@ -470,12 +511,41 @@ static void client_request(struct client *c, const char *line, size_t len)
 	json_object_put(req);
 }
 
+/* Export thread: serve the complete lines @c has buffered, up to a
+ * "pause" whose reply must come first. */
+static void client_serve(struct client *c)
+{
+	char *line = c->in, *nl;
+	size_t used;
+
+	while (!c->dead && !c->watch && !c->closing && !c->pause_want &&
+	       (nl = memchr(line, '\n', c->in_len - (size_t)(line - c->in)))) {
+		*nl = '\0';
+		client_request(c, line, (size_t)(nl - line));
+		line = nl + 1;
+	}
+	if (c->dead)
+		return;
+	used = (size_t)(line - c->in);
+	if (c->watch || c->closing) {
+		c->in_len = 0;
+		return;
+	}
+	memmove(c->in, line, c->in_len - used);
+	c->in_len -= used;
+	if (!c->pause_want && c->in_len > CONTROL_LINE_MAX) {
+		c->in_len = 0;
+		c->closing = true;
+		client_error(c, NULL, "malformed request: longer than %d "
+			     "bytes", CONTROL_LINE_MAX);
+	}
+}
+
 /* Export thread: @c's socket is readable (or hung up). Reads once, then
- * serves the complete lines it has. */
+ * serves the complete lines it has. Not called while a "pause" reply is
+ * pending (control_pollfds leaves POLLIN out then). */
 static void client_input(struct client *c)
 {
-	char *line, *nl;
-	size_t used;
 	ssize_t n;
 
 	do
@@ -502,28 +572,7 @@ static void client_input(struct client *c)
 		return;
 	}
 	c->in_len += (size_t)n;
-	line = c->in;
-	while (!c->dead && !c->watch && !c->closing &&
-	       (nl = memchr(line, '\n', c->in_len - (size_t)(line - c->in)))) {
-		*nl = '\0';
-		client_request(c, line, (size_t)(nl - line));
-		line = nl + 1;
-	}
-	if (c->dead)
-		return;
-	used = (size_t)(line - c->in);
-	if (c->watch || c->closing) {
-		c->in_len = 0;
-		return;
-	}
-	memmove(c->in, line, c->in_len - used);
-	c->in_len -= used;
-	if (c->in_len > CONTROL_LINE_MAX) {
-		c->in_len = 0;
-		c->closing = true;
-		client_error(c, NULL, "malformed request: longer than %d "
-			     "bytes", CONTROL_LINE_MAX);
-	}
+	client_serve(c);
 }
 
 /* Export thread: a new connection on the listening socket. */
@@ -572,12 +621,20 @@ static void control_accept(void)
 
 /* Export thread: free the clients dropped since the last call, then fill
  * @fds. Only this call frees clients, so the pointers recorded for
- * control_handle stay valid until the next one. */
+ * control_handle stay valid until the next one. First, the "pause"
+ * replies whose pause is now complete go out, and the requests that
+ * waited behind them are served. */
 int control_pollfds(struct pollfd *fds, int max)
 {
 	unsigned int i, j;
 	int n = 0;
 
+	for (i = 0; i < ctl.nclients; i++) {
+		struct client *c = ctl.clients[i];
+
+		if (!c->dead && c->pause_want && client_pause_reply(c))
+			client_serve(c);
+	}
 	for (i = j = 0; i < ctl.nclients; i++) {
 		if (ctl.clients[i]->dead)
 			client_free(ctl.clients[i]);
@@ -596,8 +653,9 @@ int control_pollfds(struct pollfd *fds, int max)
 		short ev = 0;
 
 		/* A watcher's input is ignored: only its hang-up (always
-		 * reported) matters. A closing client only writes. */
-		if (!c->watch && !c->closing)
+		 * reported) matters. A closing client only writes; one
+		 * waiting for its "pause" reply reads nothing meanwhile. */
+		if (!c->watch && !c->closing && !c->pause_want)
 			ev |= POLLIN;
 		if (c->out_off < c->out_len)
 			ev |= POLLOUT;

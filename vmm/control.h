@@ -13,7 +13,8 @@
 /* The "vm" object of a status reply; @now: CLOCK_MONOTONIC. */
 struct json_object *control_status_json(const struct vm_status *st,
 					uint64_t now);
-/* {"event":"state",...} for a watcher. */
+/* {"event":"state",...} for a watcher; "paused" / "resumed" for a pause
+ * event. */
 struct json_object *control_event_json(const struct idle_event *ev);
 /* {"event":"dropped","count":N}. */
 struct json_object *control_dropped_json(uint64_t count);

@@ -8,6 +8,7 @@
 #include <sysidle/sysidle.h>
 
 #include "control.h"
+#include "vmm.h"
 
 /* Seconds, as a JSON number with microsecond resolution. */
 static struct json_object *json_seconds(uint64_t ns)
@@ -52,6 +53,9 @@ static struct json_object *status_counters(const struct vm_status *st)
 	add_u64(c, "hooks_run", st->hooks_run);
 	add_u64(c, "hooks_failed", st->hooks_failed);
 	add_u64(c, "hooks_dropped", st->hooks_dropped);
+	add_u64(c, "pauses", st->pauses);
+	add_u64(c, "resumes_requested", st->resumes_requested);
+	add_u64(c, "resumes_self", st->resumes_self);
 	for (int s = 0; s < SYSIDLE_NR_STATES; s++)
 		json_object_object_add(ss, sysidle_state_name(s),
 				       json_seconds(st->state_ns[s]));
@@ -73,6 +77,8 @@ struct json_object *control_status_json(const struct vm_status *st,
 	json_object_object_add(vm, "state", json_object_new_string(
 				       sysidle_state_name(st->state)));
 	add_int(vm, "state_num", st->state);
+	json_object_object_add(vm, "paused",
+			       json_object_new_boolean(st->paused));
 	add_u64(vm, "since_unix_ms", st->since_unix_ms);
 	json_object_object_add(vm, "in_state_s", json_seconds(
 			now > st->since_ns ? now - st->since_ns : 0));
@@ -96,10 +102,32 @@ struct json_object *control_status_json(const struct vm_status *st,
 	return vm;
 }
 
-struct json_object *control_event_json(const struct idle_event *ev)
+/* {"event":"paused",...} / {"event":"resumed",...} */
+static struct json_object *pause_event_json(const struct idle_event *ev)
 {
 	struct json_object *o = json_object_new_object();
+	bool resumed = ev->kind == IDLE_EV_RESUMED;
 
+	if (!o)
+		return NULL;
+	json_object_object_add(o, "event", json_object_new_string(
+				       resumed ? "resumed" : "paused"));
+	if (resumed)
+		json_object_object_add(o, "reason", json_object_new_string(
+					       pause_reason_name(ev->reason)));
+	add_u64(o, "unix_ms", ev->unix_ms);
+	if (resumed)
+		add_u64(o, "paused_ms", ev->paused_ns / 1000000u);
+	return o;
+}
+
+struct json_object *control_event_json(const struct idle_event *ev)
+{
+	struct json_object *o;
+
+	if (ev->kind != IDLE_EV_STATE)
+		return pause_event_json(ev);
+	o = json_object_new_object();
 	if (!o)
 		return NULL;
 	json_object_object_add(o, "event", json_object_new_string("state"));

@@ -25,6 +25,13 @@
 #define EXPORT_QUEUE 256
 #define EXPORT_MAX_FDS 64
 #define METRICS_PERIOD_NS 1000000000ull
+/* In full idle: one more rewrite this long after a snapshot that caught a
+ * vCPU still running (the timekeeper halts just after FULL_NOTED), at most
+ * METRICS_SETTLE_TRIES times a period. */
+#define METRICS_SETTLE_NS 20000000ull
+#define METRICS_SETTLE_TRIES 5
+
+enum metrics_timer { TIMER_OFF, TIMER_PERIODIC, TIMER_SETTLE };
 
 static struct {
 	struct vm *vm;
@@ -42,7 +49,9 @@ static struct {
 	/* export thread only */
 	int state;
 	uint64_t noted_ns; /* when the current full idle period began */
-	bool timer_armed;
+	enum metrics_timer timer_mode;
+	bool settle;               /* the last snapshot in full idle was not */
+	unsigned int settle_tries; /* settle rewrites in this full idle period */
 	bool metrics_failed;
 } ex = { .lock = PTHREAD_MUTEX_INITIALIZER, .ev_fd = -1, .stop_fd = -1,
 	 .timer_fd = -1 };
@@ -81,6 +90,14 @@ void export_kick(void)
 	idle_kick_timekeeper();
 }
 
+static bool all_halted(const struct vm_status *st)
+{
+	for (unsigned int i = 0; i < st->ncpus; i++)
+		if (!st->vcpus[i].halted)
+			return false;
+	return true;
+}
+
 /* Export thread: rewrite the metrics file now. */
 static void export_metrics(void)
 {
@@ -95,23 +112,37 @@ static void export_metrics(void)
 				 "are not reported)", path, strerror(errno));
 		ex.metrics_failed = true;
 	}
+	if (ex.state != SYSIDLE_FULL_NOTED)
+		ex.settle_tries = 0;
+	ex.settle = ex.state == SYSIDLE_FULL_NOTED && !all_halted(ex.st) &&
+		    ex.settle_tries++ < METRICS_SETTLE_TRIES;
 }
 
-/* Export thread: the periodic metrics timer runs while not fully idle. */
+/* Export thread: the periodic metrics timer runs while not fully idle; in
+ * full idle only a one-shot settle rewrite (export_metrics), if any. */
 static void export_metrics_timer(void)
 {
 	struct itimerspec its = { 0 };
-	bool want = ex.vm->opts->metrics_file && ex.state != SYSIDLE_FULL_NOTED;
+	enum metrics_timer want = TIMER_OFF;
 
-	if (want == ex.timer_armed)
+	if (ex.vm->opts->metrics_file && ex.state != SYSIDLE_FULL_NOTED)
+		want = TIMER_PERIODIC;
+	else if (ex.vm->opts->metrics_file && ex.settle)
+		want = TIMER_SETTLE;
+	if (want == ex.timer_mode)
 		return;
-	if (want) {
+	if (want == TIMER_PERIODIC) {
 		its.it_value.tv_sec = METRICS_PERIOD_NS / 1000000000ull;
 		its.it_interval = its.it_value;
+	} else if (want == TIMER_SETTLE) {
+		its.it_value.tv_nsec = METRICS_SETTLE_NS;
 	}
 	if (timerfd_settime(ex.timer_fd, 0, &its, NULL) == 0)
-		ex.timer_armed = want;
+		ex.timer_mode = want;
 }
+
+/* The VM as its hooks see it: set by export_start, then read-only. */
+static struct hook_domain hook_vm;
 
 static void export_hook_event(const struct idle_event *ev)
 {
@@ -120,10 +151,10 @@ static void export_hook_event(const struct idle_event *ev)
 	if (!ex.hooks)
 		return;
 	if (ev->to == SYSIDLE_FULL_NOTED) {
-		hooks_post("idle", "begin", NULL, ev->to, ev->unix_ms);
+		hooks_post(&hook_vm, "idle", "begin", NULL, ev->to, ev->unix_ms);
 	} else if (ev->from == SYSIDLE_FULL_NOTED) {
 		snprintf(ms, sizeof(ms), "%" PRIu64, ev->full_idle_ns / 1000000u);
-		hooks_post("idle", "end", ms, ev->to, ev->unix_ms);
+		hooks_post(&hook_vm, "idle", "end", ms, ev->to, ev->unix_ms);
 	}
 }
 
@@ -146,6 +177,8 @@ static bool export_drain(void)
 	pthread_mutex_unlock(&ex.lock);
 	for (i = 0; i < n; i++) {
 		control_broadcast(&evs[i]);
+		if (evs[i].kind != IDLE_EV_STATE)
+			continue; /* a pause or a resume: for watchers only */
 		export_hook_event(&evs[i]);
 		ex.state = evs[i].to;
 		if (evs[i].to == SYSIDLE_FULL_NOTED)
@@ -183,9 +216,15 @@ static void *export_thread(void *arg)
 		 * as the change to FULL_NOTED came in). */
 		changed = fds[1].revents && export_drain();
 		if (fds[2].revents &&
-		    read(ex.timer_fd, &buf, sizeof(buf)) == sizeof(buf) &&
-		    ex.state != SYSIDLE_FULL_NOTED)
-			changed = true;
+		    read(ex.timer_fd, &buf, sizeof(buf)) == sizeof(buf)) {
+			if (ex.timer_mode == TIMER_SETTLE) {
+				ex.timer_mode = TIMER_OFF; /* one-shot: expired */
+				changed = changed || ex.settle;
+				ex.settle = false;
+			} else if (ex.state != SYSIDLE_FULL_NOTED) {
+				changed = true;
+			}
+		}
 		if (changed)
 			export_metrics();
 		control_handle(fds + 3, n - 3);
@@ -207,10 +246,15 @@ int export_start(struct vm *vm)
 		return vmm_fail(VMM_EXIT_KVM, "export: out of memory");
 	if (control_open(vm))
 		return -1;
-	if (hooks_start(o->hooks_dir, o->hook_timeout_ns, vm) < 0)
-		return -1;
+	hook_vm = (struct hook_domain){ vm_name(), vm_uuid(), vm->ncpus };
+	if (hooks_start(&(struct hooks_config){ .dir = o->hooks_dir,
+			.timeout_ns = o->hook_timeout_ns,
+			.thread_name = "vmm-hooks", .warn = vmm_warn }) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "cannot start the hooks thread: "
+				"%s", strerror(errno));
 	ex.hooks = true;
-	hooks_post("started", "begin", NULL, SYSIDLE_NOT, mono_to_unix_ms(now_ns()));
+	hooks_post(&hook_vm, "started", "begin", NULL, SYSIDLE_NOT,
+		   mono_to_unix_ms(now_ns()));
 	ex.ev_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ex.stop_fd = eventfd(0, EFD_CLOEXEC);
 	ex.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -251,7 +295,7 @@ void export_stop(void)
 				.cpu = -1, .mono_ns = now,
 				.unix_ms = mono_to_unix_ms(now),
 				.full_idle_ns = now - ex.noted_ns });
-		hooks_post("stopped", "end", NULL, SYSIDLE_NOT,
+		hooks_post(&hook_vm, "stopped", "end", NULL, SYSIDLE_NOT,
 			   mono_to_unix_ms(now));
 		hooks_stop();
 		ex.hooks = false;

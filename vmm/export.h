@@ -10,7 +10,8 @@
  *  - export.c   the export thread: consumes the event queue, drives the
  *               control socket, the metrics file and the hooks; it never
  *               blocks on a client, a file or a hook;
- *  - control.c  the control socket (status / watch / kick);
+ *  - control.c  the control socket (status / watch / kick / pause /
+ *               resume);
  *  - metrics.c  writes the Prometheus text file atomically;
  *  - hooks.c    runs DIR/vm and DIR/vm.d/ * from its own worker thread.
  *
@@ -23,6 +24,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "hooks.h" /* hooks.c: libvirt-style hooks, their own thread */
 
 struct pollfd;
 
@@ -62,6 +65,9 @@ struct vm_status {
 	uint64_t events_dropped;   /* export queue full (export_post_event) */
 	uint64_t watch_dropped;    /* events not sent to slow watchers */
 	uint64_t hooks_run, hooks_failed, hooks_dropped;
+	bool paused;               /* every vCPU parked by "pause" (pause.c) */
+	uint64_t pauses;           /* pauses completed */
+	uint64_t resumes_requested, resumes_self; /* by "resume" / a wake source */
 	unsigned int ncpus;
 	struct vcpu_status *vcpus; /* @ncpus entries */
 };
@@ -75,13 +81,17 @@ const char *vm_name(void);
 const char *vm_uuid(void);
 uint64_t mono_to_unix_ms(uint64_t mono_ns);
 
-/* An idle state change. */
+/* An idle state change, or (@kind) a pause or a resume (pause.c). */
+enum idle_event_kind { IDLE_EV_STATE, IDLE_EV_PAUSED, IDLE_EV_RESUMED };
 struct idle_event {
 	int from, to;              /* enum sysidle_state */
 	int cpu;                   /* the vCPU whose exit made it, -1: none */
 	uint64_t mono_ns;          /* when (CLOCK_MONOTONIC) */
 	uint64_t unix_ms;          /* when (wall clock) */
 	uint64_t full_idle_ns;     /* leaving FULL_NOTED: how long it lasted */
+	int kind;                  /* enum idle_event_kind (0: a state change) */
+	int reason;                /* IDLE_EV_RESUMED: enum pause_reason */
+	uint64_t paused_ns;        /* IDLE_EV_RESUMED: how long it was paused */
 };
 
 /* export.c: the export thread. export_start() runs after idle_init and
@@ -116,17 +126,5 @@ void export_kick(void);
 /* metrics.c: write @st to @path in Prometheus text format (temporary file in
  * the same directory, then rename). Returns 0, or -1 with errno set. */
 int metrics_write(const char *path, const struct vm_status *st);
-
-/* hooks.c: libvirt-style hooks, run from their own worker thread. */
-int hooks_start(const char *dir, uint64_t timeout_ns, const struct vm *vm);
-/* Never blocks. @op/@subop/@extra as libvirt's argv[2..4] (NULL: "-");
- * @state and @since_unix_ms go into the domain XML on stdin. Pending
- * "idle" hooks are coalesced: the latest state wins. */
-void hooks_post(const char *op, const char *subop, const char *extra,
-		int state, uint64_t since_unix_ms);
-/* Waits for the queue to drain (each hook still bounded by the timeout),
- * then stops the worker. */
-void hooks_stop(void);
-void hooks_counts(uint64_t *run, uint64_t *failed, uint64_t *dropped);
 
 #endif

@@ -14,19 +14,24 @@
  * its timeout, an environment of LC_ALL, PATH and HOME only, in /, in a
  * process group of its own (a timeout kills the whole group).
  *
- * All of it runs on one worker thread. hooks_post() only queues: pending
- * "idle" events that have not started yet are replaced by the latest one
- * (counted as dropped), and one that would repeat the last idle hook run
- * is dropped as well, so "idle begin" and "idle end" always alternate;
- * "started" and "stopped" are never dropped.
+ * All of it runs on one worker thread. hooks_post() only queues, per
+ * domain (told apart by uuid): a domain's pending "idle" events that have
+ * not started yet are replaced by its latest one (counted as dropped), and
+ * one that would repeat the last idle hook of that domain is dropped as
+ * well, so each domain's "idle begin" and "idle end" always alternate;
+ * "started" and "stopped" are never dropped, and idle events never move
+ * across them. Used by the VMM (one domain) and the libvirt bridge (many):
+ * see hooks.h.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,35 +43,93 @@
 
 #include <sysidle/sysidle.h>
 
-#include "export.h"
-#include "vmm.h"
+#include "hooks.h"
 
-#define HOOKS_QUEUE 16      /* coalescing keeps it at <= 3 in practice */
+#define HOOKS_QUEUE_MAX 65536 /* coalescing keeps it at <= 3 per domain */
 #define HOOK_ERR_MAX 4096   /* the tail of a hook's stderr we report */
 #define HOOK_REAP_NS 5000000000ull /* after SIGKILL, wait at most this */
 #define HOOK_NO_PIDFD_MS 20 /* poll period when pidfd_open is missing */
 
 struct hook_event {
+	char *name, *uuid;      /* owned copies of the hook_domain's */
+	unsigned int ncpus;
 	char op[16], subop[16], extra[24];
 	int state;
 	uint64_t since_unix_ms;
 };
 
+/* A domain whose last idle hook taken from the queue was "idle begin". */
+struct hook_begun {
+	char *uuid;
+};
+
 static struct {
 	char *dir;              /* set before the worker starts, then const */
 	uint64_t timeout_ns;
-	unsigned int ncpus;
+	char thread_name[16];
+	void (*warn)(const char *fmt, ...);
 	pthread_t thread;
-	bool started;           /* main thread only */
+	bool started;           /* posting side only */
 
 	pthread_mutex_t lock;   /* guards everything below */
 	pthread_cond_t cond;    /* queue not empty, or stop */
-	struct hook_event q[HOOKS_QUEUE];
-	unsigned int head, n;
+	struct hook_event *q;   /* q[0 .. n-1], oldest first */
+	size_t n, cap;
 	bool stop;
-	bool idle_begun; /* the last idle hook taken from the queue: begin */
+	struct hook_begun *begun; /* domains whose idle hooks last began */
+	size_t nbegun, capbegun;
 	uint64_t run, failed, dropped;
 } hookq = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static uint64_t hooks_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void event_free(struct hook_event *ev)
+{
+	free(ev->name);
+	free(ev->uuid);
+	ev->name = ev->uuid = NULL;
+}
+
+/* Under the lock: the begun entry of @uuid, or -1. */
+static long begun_find(const char *uuid)
+{
+	for (size_t i = 0; i < hookq.nbegun; i++)
+		if (!strcmp(hookq.begun[i].uuid, uuid))
+			return (long)i;
+	return -1;
+}
+
+/* Under the lock (worker): record whether @uuid's idle hooks last began.
+ * An allocation failure forgets it (the next idle event is not dropped). */
+static void begun_set(const char *uuid, bool begun)
+{
+	long i = begun_find(uuid);
+
+	if (!begun && i >= 0) {
+		free(hookq.begun[i].uuid);
+		hookq.begun[i] = hookq.begun[--hookq.nbegun];
+	} else if (begun && i < 0) {
+		if (hookq.nbegun == hookq.capbegun) {
+			size_t cap = hookq.capbegun ? 2 * hookq.capbegun : 8;
+			struct hook_begun *b = realloc(hookq.begun,
+						       cap * sizeof(*b));
+
+			if (!b)
+				return;
+			hookq.begun = b;
+			hookq.capbegun = cap;
+		}
+		hookq.begun[hookq.nbegun].uuid = strdup(uuid);
+		if (hookq.begun[hookq.nbegun].uuid)
+			hookq.nbegun++;
+	}
+}
 
 static char *const hook_env[] = {
 	"LC_ALL=C",
@@ -92,25 +155,36 @@ static char *xml_escape(char *p, const char *s)
 	return p;
 }
 
-/* Worker: the domain XML every hook of @ev reads on stdin. */
-static int domain_xml(char *buf, size_t size, const struct hook_event *ev)
+/* Worker: the domain XML every hook of @ev reads on stdin (malloc'd;
+ * NULL: out of memory). */
+static char *domain_xml(const struct hook_event *ev)
 {
-	char name[6 * 80 + 1], since[40];
+	char *name = malloc(6 * strlen(ev->name) + 1);
+	char *uuid = malloc(6 * strlen(ev->uuid) + 1);
+	char since[40], *xml = NULL;
 	time_t t = (time_t)(ev->since_unix_ms / 1000);
 	struct tm tm;
 
-	if (strlen(vm_name()) > 80) /* checked by the option parser */
-		return -1;
-	xml_escape(name, vm_name());
-	gmtime_r(&t, &tm);
-	strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%S", &tm);
-	return snprintf(buf, size, "<domain type='kvm'><name>%s</name>"
-			"<uuid>%s</uuid><vcpu>%u</vcpu><metadata>"
-			"<sysidle:state xmlns:sysidle='urn:sysidle:1' "
-			"state='%s' since='%s.%03uZ'/></metadata></domain>\n",
-			name, vm_uuid(), hookq.ncpus,
-			sysidle_state_name((enum sysidle_state)ev->state),
-			since, (unsigned int)(ev->since_unix_ms % 1000));
+	if (name && uuid) {
+		xml_escape(name, ev->name);
+		xml_escape(uuid, ev->uuid);
+		gmtime_r(&t, &tm);
+		strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%S", &tm);
+		if (asprintf(&xml, "<domain type='kvm'><name>%s</name>"
+			     "<uuid>%s</uuid><vcpu>%u</vcpu><metadata>"
+			     "<sysidle:state xmlns:sysidle='urn:sysidle:1' "
+			     "state='%s' num='%d' since='%s.%03uZ' "
+			     "since_unix_ms='%llu'/></metadata></domain>\n",
+			     name, uuid, ev->ncpus,
+			     sysidle_state_name((enum sysidle_state)ev->state),
+			     ev->state, since,
+			     (unsigned int)(ev->since_unix_ms % 1000),
+			     (unsigned long long)ev->since_unix_ms) < 0)
+			xml = NULL;
+	}
+	free(name);
+	free(uuid);
+	return xml;
 }
 
 /* Worker: append what @fd holds now to @err, keeping the last bytes only.
@@ -180,7 +254,7 @@ static int run_hook(char *const argv[], const char *xml, char *err,
 {
 	size_t xlen = strlen(xml), off = 0;
 	int in[2] = { -1, -1 }, ep[2] = { -1, -1 }, pidfd, st = -1, rc;
-	uint64_t deadline = now_ns() + hookq.timeout_ns;
+	uint64_t deadline = hooks_now_ns() + hookq.timeout_ns;
 	bool killed = false, reaped = false;
 	pid_t pid;
 
@@ -206,7 +280,7 @@ static int run_hook(char *const argv[], const char *xml, char *err,
 			{ .fd = ep[0], .events = POLLIN },
 			{ .fd = in[1], .events = POLLOUT },
 		};
-		uint64_t now = now_ns();
+		uint64_t now = hooks_now_ns();
 		int ms = (int)((deadline - now + 999999) / 1000000);
 		pid_t r = waitpid(pid, &st, WNOHANG);
 
@@ -258,7 +332,7 @@ static int run_hook(char *const argv[], const char *xml, char *err,
 static void hook_one(const char *path, const struct hook_event *ev,
 		     const char *xml)
 {
-	char *const argv[] = { (char *)path, (char *)vm_name(),
+	char *const argv[] = { (char *)path, ev->name,
 			       (char *)ev->op, (char *)ev->subop,
 			       (char *)(*ev->extra ? ev->extra : "-"), NULL };
 	char err[HOOK_ERR_MAX + 1], what[64];
@@ -274,7 +348,7 @@ static void hook_one(const char *path, const struct hook_event *ev,
 	hookq.failed += st != 0;
 	pthread_mutex_unlock(&hookq.lock);
 	if (st != 0)
-		vmm_warn("hook %s %s %s %s: %s%s%s", path, vm_name(), ev->op,
+		hookq.warn("hook %s %s %s %s: %s%s%s", path, ev->name, ev->op,
 			 ev->subop, what, elen ? "; stderr: " : "", err);
 }
 
@@ -301,12 +375,15 @@ static int by_strcmp(const struct dirent **a, const struct dirent **b)
  * each time: hooks can be added while the VM runs). */
 static void hooks_run(const struct hook_event *ev)
 {
-	char xml[1024], path[PATH_MAX];
+	char path[PATH_MAX], *xml = domain_xml(ev);
 	struct dirent **ents;
-	int n = domain_xml(xml, sizeof(xml), ev);
+	int n;
 
-	if (n < 0 || n >= (int)sizeof(xml))
-		return; /* cannot happen: --name has at most 80 bytes */
+	if (!xml) {
+		hookq.warn("hooks %s %s %s: out of memory", ev->name, ev->op,
+			   ev->subop);
+		return;
+	}
 	snprintf(path, sizeof(path), "%s/vm", hookq.dir);
 	if (is_hook(path))
 		hook_one(path, ev, xml);
@@ -321,6 +398,7 @@ static void hooks_run(const struct hook_event *ev)
 	}
 	if (n >= 0)
 		free(ents);
+	free(xml);
 }
 
 /* The worker, started by hooks_start: one event at a time, in queue order,
@@ -330,103 +408,150 @@ static void *hooks_thread(void *arg)
 	struct hook_event ev;
 
 	(void)arg;
-	pthread_setname_np(pthread_self(), "vmm-hooks");
+	pthread_setname_np(pthread_self(), hookq.thread_name);
 	pthread_mutex_lock(&hookq.lock);
 	for (;;) {
 		while (!hookq.n && !hookq.stop)
 			pthread_cond_wait(&hookq.cond, &hookq.lock);
 		if (!hookq.n)
 			break; /* stopping, and the queue is drained */
-		ev = hookq.q[hookq.head];
-		hookq.head = (hookq.head + 1) % HOOKS_QUEUE;
-		hookq.n--;
-		if (!strcmp(ev.op, "idle"))
-			hookq.idle_begun = !strcmp(ev.subop, "begin");
+		ev = hookq.q[0];
+		memmove(hookq.q, hookq.q + 1, --hookq.n * sizeof(ev));
+		/* "started" and "stopped" begin a domain's idle afresh. */
+		begun_set(ev.uuid, !strcmp(ev.op, "idle") &&
+			  !strcmp(ev.subop, "begin"));
 		pthread_mutex_unlock(&hookq.lock);
 		hooks_run(&ev);
+		event_free(&ev);
 		pthread_mutex_lock(&hookq.lock);
 	}
 	pthread_mutex_unlock(&hookq.lock);
 	return NULL;
 }
 
-/* Main thread, before the export thread starts. A missing @dir means no
- * hooks; one that is not a readable directory, a warning and no hooks. */
-int hooks_start(const char *dir, uint64_t timeout_ns, const struct vm *vm)
+/* Before any hooks_post. A missing dir means no hooks; one that is not a
+ * readable directory, a warning and no hooks. */
+int hooks_start(const struct hooks_config *cfg)
 {
+	const char *dir = cfg->dir;
 	struct stat sb;
 	DIR *d;
 	int err;
 
+	hookq.warn = cfg->warn;
 	if (!dir || (stat(dir, &sb) < 0 && errno == ENOENT))
 		return 0;
 	errno = ENOTDIR;
 	d = stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) ? opendir(dir) : NULL;
 	if (!d) {
-		vmm_warn("--hooks '%s': %s: no hooks", dir, strerror(errno));
+		cfg->warn("--hooks '%s': %s: no hooks", dir, strerror(errno));
 		return 0;
 	}
 	closedir(d);
 	hookq.dir = realpath(dir, NULL); /* hooks run in / */
 	if (!hookq.dir) {
-		vmm_warn("--hooks '%s': %s: no hooks", dir, strerror(errno));
+		cfg->warn("--hooks '%s': %s: no hooks", dir, strerror(errno));
 		return 0;
 	}
-	hookq.timeout_ns = timeout_ns;
-	hookq.ncpus = vm->ncpus;
+	hookq.timeout_ns = cfg->timeout_ns;
+	snprintf(hookq.thread_name, sizeof(hookq.thread_name), "%s",
+		 cfg->thread_name ? cfg->thread_name : "hooks");
+	hookq.stop = false;
 	err = pthread_create(&hookq.thread, NULL, hooks_thread, NULL);
 	if (err) {
 		free(hookq.dir);
 		hookq.dir = NULL;
-		return vmm_fail(VMM_EXIT_KVM, "cannot start the hooks thread: "
-				"%s", strerror(err));
+		errno = err;
+		return -1;
 	}
 	hookq.started = true;
 	return 0;
 }
 
-/* Main or export thread (one at a time, as export.c guarantees): queue an
- * event for the worker. Never blocks beyond the queue's mutex. */
-void hooks_post(const char *op, const char *subop, const char *extra,
-		int state, uint64_t since_unix_ms)
+/* Under the lock: append @ev (taking its strings), or drop it when the
+ * queue is at its limit or cannot grow. */
+static void queue_append(struct hook_event *ev)
 {
-	struct hook_event ev = { .state = state, .since_unix_ms = since_unix_ms };
-	unsigned int i, j;
+	if (hookq.n == hookq.cap && hookq.cap < HOOKS_QUEUE_MAX) {
+		size_t cap = hookq.cap ? 2 * hookq.cap : 16;
+		struct hook_event *q = realloc(hookq.q, cap * sizeof(*q));
+
+		if (q) {
+			hookq.q = q;
+			hookq.cap = cap;
+		}
+	}
+	if (hookq.n < hookq.cap) {
+		hookq.q[hookq.n++] = *ev;
+	} else {
+		hookq.dropped++;
+		event_free(ev);
+	}
+}
+
+/* The posting thread (one at a time): queue an event for the worker. Never
+ * blocks beyond the queue's mutex. */
+void hooks_post(const struct hook_domain *dom, const char *op,
+		const char *subop, const char *extra, int state,
+		uint64_t since_unix_ms)
+{
+	struct hook_event ev = { .ncpus = dom->ncpus, .state = state,
+				 .since_unix_ms = since_unix_ms };
+	size_t i, j, last;
+	bool begun;
 
 	if (!hookq.started)
 		return;
 	snprintf(ev.op, sizeof(ev.op), "%s", op ? op : "-");
 	snprintf(ev.subop, sizeof(ev.subop), "%s", subop ? subop : "-");
 	snprintf(ev.extra, sizeof(ev.extra), "%s", extra ? extra : "");
+	ev.name = strdup(dom->name ? dom->name : "");
+	ev.uuid = strdup(dom->uuid ? dom->uuid : "");
 	pthread_mutex_lock(&hookq.lock);
+	if (!ev.name || !ev.uuid) {
+		hookq.dropped++;
+		pthread_mutex_unlock(&hookq.lock);
+		event_free(&ev);
+		hookq.warn("hooks %s %s: out of memory", ev.op, ev.subop);
+		return;
+	}
 	if (!strcmp(ev.op, "idle")) {
-		/* The latest idle state wins over the pending ones; and if it
-		 * is the state the hooks last saw (a wake-up and a new full
-		 * idle both coalesced away), it is dropped too, so the hooks
+		/* The domain's latest idle state wins over its pending ones
+		 * (those after its last pending started/stopped); and if it
+		 * is the state its hooks last saw (a wake-up and a new full
+		 * idle both coalesced away), it is dropped too, so its hooks
 		 * always see begin and end alternate. */
-		for (i = j = 0; i < hookq.n; i++) {
-			struct hook_event *e = &hookq.q[(hookq.head + i) % HOOKS_QUEUE];
+		begun = begun_find(ev.uuid) >= 0;
+		for (i = 0, last = 0; i < hookq.n; i++)
+			if (!strcmp(hookq.q[i].uuid, ev.uuid) &&
+			    strcmp(hookq.q[i].op, "idle")) {
+				last = i + 1;
+				begun = false;
+			}
+		for (i = j = last; i < hookq.n; i++) {
+			struct hook_event *e = &hookq.q[i];
 
-			if (strcmp(e->op, "idle"))
-				hookq.q[(hookq.head + j++) % HOOKS_QUEUE] = *e;
+			if (!strcmp(e->op, "idle") && !strcmp(e->uuid, ev.uuid)) {
+				hookq.dropped++;
+				event_free(e);
+			} else {
+				hookq.q[j++] = *e;
+			}
 		}
-		hookq.dropped += hookq.n - j;
 		hookq.n = j;
-		if (hookq.idle_begun == !strcmp(ev.subop, "begin")) {
+		if (begun == !strcmp(ev.subop, "begin")) {
 			hookq.dropped++;
 			pthread_mutex_unlock(&hookq.lock);
+			event_free(&ev);
 			return;
 		}
 	}
-	if (hookq.n < HOOKS_QUEUE)
-		hookq.q[(hookq.head + hookq.n++) % HOOKS_QUEUE] = ev;
-	else
-		hookq.dropped++;
+	queue_append(&ev);
 	pthread_cond_signal(&hookq.cond);
 	pthread_mutex_unlock(&hookq.lock);
 }
 
-/* Main thread, after the last hooks_post: run what is queued, then stop. */
+/* After the last hooks_post: run what is queued, then stop. */
 void hooks_stop(void)
 {
 	if (!hookq.started)
@@ -439,6 +564,14 @@ void hooks_stop(void)
 	hookq.started = false;
 	free(hookq.dir);
 	hookq.dir = NULL;
+	free(hookq.q);
+	hookq.q = NULL;
+	hookq.n = hookq.cap = 0;
+	for (size_t i = 0; i < hookq.nbegun; i++)
+		free(hookq.begun[i].uuid);
+	free(hookq.begun);
+	hookq.begun = NULL;
+	hookq.nbegun = hookq.capbegun = 0;
 }
 
 /* Any thread. */

@@ -180,6 +180,22 @@ static void idle_event_locked(const struct idle_event *ev)
 		idle.events_lost++;
 }
 
+/* Any thread (pause.c, under its lock): an event for the watchers, queued
+ * behind the state changes already queued so that they keep their order;
+ * the housekeeping thread is kicked to flush it. Without --sysidle there
+ * is no such queue: straight to the export thread. */
+void idle_post_event(const struct idle_event *ev)
+{
+	if (!idle.enabled) {
+		export_post_event(ev);
+		return;
+	}
+	pthread_mutex_lock(&idle.lock);
+	idle_event_locked(ev);
+	pthread_mutex_unlock(&idle.lock);
+	housekeeping_kick();
+}
+
 /* Housekeeping thread, or any thread once it has stopped: write the queued
  * log lines, post the queued events. */
 void idle_flush(void)
@@ -439,8 +455,10 @@ static void idle_restart(void)
 		struct vcpu *v = &vm->vcpus[i];
 
 		pthread_mutex_lock(&v->lock);
-		/* Halted non-timekeepers stay suppressed until they run. */
-		if ((int)i == idle.tk || v->state != VCPU_HALTED)
+		/* Halted (or paused) non-timekeepers stay suppressed until
+		 * they run. */
+		if ((int)i == idle.tk ||
+		    (v->state != VCPU_HALTED && v->state != VCPU_PAUSED))
 			pvtick_resume(v);
 		if ((int)i == idle.tk)
 			missed = v->pvt.hz ? v->pvt.stop_missed :
@@ -730,10 +748,24 @@ void idle_tk_inject(struct vcpu *v, int vector)
 		housekeeping_kick();
 }
 
+/* A paused vCPU is idle for --sysidle, as a halted one. */
 bool idle_suppress_tick(const struct vcpu *v)
 {
 	return idle.enabled && (int)v->id != idle.tk &&
-	       v->state == VCPU_HALTED;
+	       (v->state == VCPU_HALTED || v->state == VCPU_PAUSED);
+}
+
+/* A RUNNING vCPU parks for a pause: idle, as at a HLT that is not a
+ * tick-only window's end (no "back in HLT too late" check). */
+void idle_park(struct vcpu *v)
+{
+	idle_halt(v, true);
+}
+
+/* ... and comes back: a real wake-up (never a tick-only window). */
+bool idle_unpark(struct vcpu *v)
+{
+	return idle_wake(v, true);
 }
 
 int idle_init(struct vm *vm)

@@ -46,7 +46,7 @@ static void lapic_timer_fire(struct hk_timer *t, uint64_t deadline_ns)
 	if (l->timer_deadline_ns == deadline_ns) {
 		if (!(l->lvt[0] & APIC_LVT_MASKED)) {
 			lapic_set_irr(l, (uint8_t)l->lvt[0], false);
-			vcpu_kick(v);
+			vcpu_kick_for(v, PAUSE_REASON_TIMER);
 		}
 		if (l->timer_period_ns) {
 			now = now_ns();

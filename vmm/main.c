@@ -422,9 +422,10 @@ int main(int argc, char **argv)
 
 	if (kvm_vm_create(&vm, &opts) || loader_load(&vm, &opts) ||
 	    devices_init(&vm) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
-	    idle_init(&vm) || status_init(&vm) ||
-	    /* per vCPU: the LAPIC timer and the pv tick; the idle tick */
-	    housekeeping_start(2 * vm.ncpus + 1) || serial_input_start() ||
+	    idle_init(&vm) || status_init(&vm) || pause_init(&vm) ||
+	    /* per vCPU: the LAPIC timer and the pv tick; idle.c's tick and
+	     * its kick backstop (hk_timer_arm drops a timer when full) */
+	    housekeeping_start(2 * vm.ncpus + 2) || serial_input_start() ||
 	    export_start(&vm) || vcpus_start(&vm)) {
 		vm_stop(VMM_EXIT_KVM); /* no-op when a message set the status */
 	} else {

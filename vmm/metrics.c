@@ -132,8 +132,8 @@ static void metrics_format(FILE *f, const struct vm_status *st)
 		   st, st->full_idle_periods);
 
 	put_vcpus(f, "sysidle_vcpu_halted", "gauge",
-		  "1 while the vCPU is halted (blocked on HLT, or waiting for "
-		  "its start-up IPI), else 0.", st, vcpu_halted);
+		  "1 while the vCPU is halted (blocked on HLT, waiting for "
+		  "its start-up IPI, or paused), else 0.", st, vcpu_halted);
 	put_vcpus(f, "sysidle_vcpu_halt_exits_total", "counter",
 		  "HLT exits of the vCPU (KVM_EXIT_HLT).", st, vcpu_halt_exits);
 
@@ -144,6 +144,18 @@ static void metrics_format(FILE *f, const struct vm_status *st)
 		   "Expiries of the VMM's housekeeping timer (host timer "
 		   "wake-ups on the guest's behalf).", st,
 		   st->host_timer_wakeups);
+
+	put_vm_u64(f, "sysidle_vm_paused", "gauge",
+		   "1 while the VM is paused (every vCPU parked by the control "
+		   "socket's pause), else 0.", st, st->paused);
+	put_vm_u64(f, "sysidle_vm_pauses_total", "counter",
+		   "Pauses completed (every vCPU parked).", st, st->pauses);
+	put_vm_u64(f, "sysidle_vm_resumes_requested_total", "counter",
+		   "Resumes asked for by the control socket's resume.", st,
+		   st->resumes_requested);
+	put_vm_u64(f, "sysidle_vm_resumes_self_total", "counter",
+		   "Resumes by a wake source of the guest (a timer, serial "
+		   "input, a kick, an IPI).", st, st->resumes_self);
 }
 
 /* write() all of @len bytes of @buf to @fd. */

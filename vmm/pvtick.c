@@ -51,9 +51,10 @@ static uint64_t pvtick_take_due(struct pvtick *t, uint64_t now)
 	return due;
 }
 
-/* @v's lock held: set the tick's vector in the IRR and kick @v, unless the
- * previous tick is still pending there. Returns whether it was posted. */
-static bool pvtick_post(struct vcpu *v)
+/* @v's lock held: set the tick's vector in the IRR and kick @v (for
+ * @reason, should the VM be paused), unless the previous tick is still
+ * pending there. Returns whether it was posted. */
+static bool pvtick_post(struct vcpu *v, enum pause_reason reason)
 {
 	struct pvtick *t = &v->pvt;
 	struct lapic *l = &v->lapic;
@@ -62,7 +63,7 @@ static bool pvtick_post(struct vcpu *v)
 		return false;
 	lapic_set_irr(l, t->vector, false);
 	t->delivered++;
-	vcpu_kick(v);
+	vcpu_kick_for(v, reason);
 	return true;
 }
 
@@ -92,7 +93,7 @@ static void pvtick_fire(struct hk_timer *ht, uint64_t deadline_ns)
 		/* the last one due is delivered, unless the previous one is
 		 * still pending */
 		t->missed += due;
-		if (pvtick_post(v))
+		if (pvtick_post(v, PAUSE_REASON_TIMER))
 			t->missed--;
 		pvtick_arm(v);
 	}
@@ -179,7 +180,7 @@ bool pvtick_deliver_now(struct vcpu *v)
 		pvtick_resume(v);
 	else
 		pvtick_catch_up(v);
-	if (!t->missed || !pvtick_post(v))
+	if (!t->missed || !pvtick_post(v, PAUSE_REASON_KICK))
 		return false;
 	t->missed--;
 	if (t->nsuppressed)

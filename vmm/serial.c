@@ -193,6 +193,8 @@ static void *serial_input_thread(void *arg)
 	ssize_t n;
 
 	pthread_setname_np(pthread_self(), "vmm-serial");
+	/* the IRQ it raises resumes a paused VM: "input" */
+	pause_set_thread_reason(PAUSE_REASON_INPUT);
 	(void)arg;
 	for (;;) {
 		if (poll(fds, 2, -1) < 0) {

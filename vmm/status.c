@@ -108,7 +108,8 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 						__ATOMIC_RELAXED);
 		pthread_mutex_lock(&v->lock);
 		s->halted = v->state == VCPU_HALTED ||
-			    v->state == VCPU_WAIT_SIPI;
+			    v->state == VCPU_WAIT_SIPI ||
+			    v->state == VCPU_PAUSED;
 		s->ticks_suppressed = v->pvt.nsuppressed;
 		pthread_mutex_unlock(&v->lock);
 		st->halt_exits += s->halt_exits;
@@ -117,6 +118,7 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 	st->host_timer_wakeups = housekeeping_timer_wakeups();
 	st->hk_wakeups = housekeeping_wakeups();
 	idle_read_status(st, now);
+	pause_read_status(st);
 	st->since_unix_ms = mono_to_unix_ms(st->since_ns);
 	st->events_dropped += export_events_dropped(); /* idle.c's own too */
 	st->watch_dropped = control_watch_dropped();

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * vCPU threads. Each is a state machine driven by events posted under its
- * lock (interrupt, NMI, INIT, SIPI, stop):
+ * lock (interrupt, NMI, INIT, SIPI, stop, pause):
  *
  *   WAIT_SIPI --SIPI--> RUNNING --HLT, nothing pending--> HALTED
  *       ^                  |  ^----------interrupt----------'
  *       '------INIT--------'
+ *   RUNNING, HALTED --pause--> PAUSED --resume--> back where it was
  *   any state --stop--> FINISHED
+ *
+ * A vCPU in WAIT_SIPI parks in place (its state stays WAIT_SIPI, so that a
+ * SIPI posted while the VM is paused is still accepted, and resumes it).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -32,14 +36,22 @@ static void vcpu_kick_handler(int sig)
 }
 
 /* Caller holds v->lock and has just posted an event for @v. */
-void vcpu_kick(struct vcpu *v)
+void vcpu_kick_for(struct vcpu *v, int reason)
 {
+	v->wake_reason = (uint8_t)reason;
+	if (pause_pending()) /* the VM is paused or pausing: this resumes it */
+		pause_wake((enum pause_reason)reason);
 	if (v->state == VCPU_HALTED && !v->wake_posted_ns)
 		v->wake_posted_ns = now_ns();
 	if (v->state != VCPU_RUNNING)
 		pthread_cond_signal(&v->wake);
 	else if (atomic_load(&v->in_run))
 		pthread_kill(v->thread, SIG_VCPU_KICK);
+}
+
+void vcpu_kick(struct vcpu *v)
+{
+	vcpu_kick_for(v, pause_thread_reason());
 }
 
 /* An event that ends HLT. Caller holds v->lock. */
@@ -157,6 +169,41 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 	return next;
 }
 
+/*
+ * @v's thread, v->lock held, a pause pending: park (RUNNING or HALTED ->
+ * PAUSED; WAIT_SIPI stays) until the VM resumes or stops, then go back to
+ * the state it was in; v->lock is held again on return. For --sysidle a
+ * parked vCPU is idle: HALTED and WAIT_SIPI already are, a RUNNING one
+ * enters idle here and leaves it as it comes back. An event already
+ * pending that would wake or interrupt the vCPU now (posted before the
+ * pause was asked) resumes the VM once it is parked, as one posted during
+ * the pause does.
+ */
+static void vcpu_park(struct vcpu *v)
+{
+	enum vcpu_state from = v->state;
+	bool kick = false;
+
+	/* HALTED and WAIT_SIPI park only with nothing pending. */
+	if (from == VCPU_RUNNING && vcpu_has_wake_event(v))
+		pause_wake((enum pause_reason)v->wake_reason);
+	if (from == VCPU_RUNNING) {
+		if (v->hk_kick_due_ns) /* see idle_kick_deferred() */
+			idle_kick_due(v, true);
+		idle_park(v);
+	}
+	if (from != VCPU_WAIT_SIPI)
+		v->state = VCPU_PAUSED;
+	pthread_mutex_unlock(&v->lock);
+	pause_park();
+	pthread_mutex_lock(&v->lock);
+	v->state = from;
+	if (from == VCPU_RUNNING)
+		kick = idle_unpark(v);
+	if (kick)
+		idle_kick_deferred(v);
+}
+
 /* One KVM_RUN and its exit. Caller: @v's thread, state RUNNING. */
 static enum vcpu_state vcpu_run_once(struct vcpu *v)
 {
@@ -176,6 +223,12 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 		atomic_store(&v->in_run, false);
 		pthread_mutex_unlock(&v->lock);
 		return VCPU_FINISHED;
+	}
+	if (pause_pending()) {
+		atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge, under v->lock as here */
+		vcpu_park(v);
+		pthread_mutex_unlock(&v->lock);
+		return VCPU_RUNNING; /* looks at INIT, stop, pause again */
 	}
 	vcpu_inject(v);
 	pthread_mutex_unlock(&v->lock);
@@ -221,8 +274,14 @@ static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 	v->state = VCPU_HALTED;
 	v->wake_posted_ns = 0;
 	idle_halt(v, false); /* --sysidle: sysidle_enter */
-	while (!vcpu_has_wake_event(v) && !vm_stopping())
-		pthread_cond_wait(&v->wake, &v->lock);
+	for (;;) {
+		while (!vcpu_has_wake_event(v) && !vm_stopping() &&
+		       !pause_pending())
+			pthread_cond_wait(&v->wake, &v->lock);
+		if (vcpu_has_wake_event(v) || vm_stopping())
+			break;
+		vcpu_park(v); /* HALTED -> PAUSED -> HALTED, idle throughout */
+	}
 	kick = idle_wake(v, false); /* --sysidle: sysidle_exit */
 	v->state = VCPU_RUNNING;
 	posted = v->wake_posted_ns;
@@ -255,6 +314,10 @@ static enum vcpu_state vcpu_wait_sipi(struct vcpu *v)
 		}
 		if (v->sipi_pending || vm_stopping())
 			break;
+		if (pause_pending()) {
+			vcpu_park(v); /* stays WAIT_SIPI, idle throughout */
+			continue;
+		}
 		pthread_cond_wait(&v->wake, &v->lock);
 	}
 	v->sipi_pending = false;
@@ -300,6 +363,7 @@ static void *vcpu_thread(void *arg)
 		case VCPU_HALTED:
 			next = vcpu_wait_interrupt(v);
 			break;
+		case VCPU_PAUSED: /* never a next state: parking is in place */
 		case VCPU_FINISHED:
 			break;
 		}
@@ -328,9 +392,14 @@ int vcpus_start(struct vm *vm)
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, VCPU_STACK_SIZE);
 	for (unsigned int i = 0; i < vm->ncpus && !err; i++) {
-		err = pthread_create(&vm->vcpus[i].thread, &attr, vcpu_thread,
-				     &vm->vcpus[i]);
-		vm->vcpus[i].started = !err;
+		struct vcpu *v = &vm->vcpus[i];
+
+		/* under the lock: vcpus_nudge (the export thread's "pause")
+		 * reads thread and started */
+		pthread_mutex_lock(&v->lock);
+		err = pthread_create(&v->thread, &attr, vcpu_thread, v);
+		v->started = !err;
+		pthread_mutex_unlock(&v->lock);
 	}
 	pthread_attr_destroy(&attr);
 	if (err)
@@ -339,20 +408,27 @@ int vcpus_start(struct vm *vm)
 	return 0;
 }
 
-/* Caller: vm_stop() was called; wakes every vCPU wherever it waits. */
-void vcpus_stop(struct vm *vm)
+void vcpus_nudge(struct vm *vm)
 {
 	for (unsigned int i = 0; vm->vcpus && i < vm->ncpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 
-		if (!v->started)
-			continue;
 		pthread_mutex_lock(&v->lock);
-		pthread_cond_broadcast(&v->wake);
-		if (atomic_load(&v->in_run))
-			pthread_kill(v->thread, SIG_VCPU_KICK);
+		if (v->started) {
+			pthread_cond_broadcast(&v->wake);
+			if (atomic_load(&v->in_run))
+				pthread_kill(v->thread, SIG_VCPU_KICK);
+		}
 		pthread_mutex_unlock(&v->lock);
 	}
+}
+
+/* Caller: vm_stop() was called; wakes every vCPU wherever it waits, a
+ * parked one included. */
+void vcpus_stop(struct vm *vm)
+{
+	vcpus_nudge(vm);
+	pause_stop();
 }
 
 void vcpus_join(struct vm *vm)

@@ -95,8 +95,6 @@ static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)
 {
 	v->vm = vm;
 	v->id = id;
-	pthread_mutex_init(&v->lock, NULL);
-	pthread_cond_init(&v->wake, NULL);
 	v->state = id == 0 ? VCPU_RUNNING : VCPU_WAIT_SIPI;
 	v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, (unsigned long)id);
 	if (v->fd < 0)
@@ -121,6 +119,12 @@ int vcpus_create(struct vm *vm)
 	if (!vm->vcpus)
 		return vmm_fail(VMM_EXIT_KVM, "out of memory");
 	memset(vm->vcpus, 0, vm->ncpus * sizeof(*vm->vcpus));
+	/* Every lock first: vcpus_stop / vcpus_nudge take them all, even
+	 * after a creation failed half-way. */
+	for (unsigned int i = 0; i < vm->ncpus; i++) {
+		pthread_mutex_init(&vm->vcpus[i].lock, NULL);
+		pthread_cond_init(&vm->vcpus[i].wake, NULL);
+	}
 	for (unsigned int i = 0; i < vm->ncpus; i++)
 		if (vcpu_create(vm, &vm->vcpus[i], i))
 			return -1;

@@ -45,6 +45,7 @@ enum vcpu_state {
 	VCPU_WAIT_SIPI, /* AP before its SIPI, or any vCPU after INIT */
 	VCPU_RUNNING,   /* in or around KVM_RUN */
 	VCPU_HALTED,    /* HLT with nothing pending: thread blocked */
+	VCPU_PAUSED,    /* parked by a pause (from RUNNING or HALTED) */
 	VCPU_FINISHED,  /* the VM is stopping: thread returns */
 };
 
@@ -100,6 +101,7 @@ struct vcpu {
 	bool init_pending;
 	bool sipi_pending;
 	uint8_t sipi_vector;
+	uint8_t wake_reason; /* enum pause_reason of the last event posted */
 	uint64_t wake_posted_ns; /* first event posted while HALTED, or 0 */
 	struct lapic lapic;
 	struct pvtick pvt;
@@ -200,7 +202,14 @@ int vcpus_create(struct vm *vm);
 int vcpus_start(struct vm *vm);
 void vcpus_stop(struct vm *vm);
 void vcpus_join(struct vm *vm);
+/* Any thread holding no vCPU lock: every vCPU looks at the stop and pause
+ * flags again (woken from its wait, or out of KVM_RUN). */
+void vcpus_nudge(struct vm *vm);
+/* Caller holds v->lock and has just posted an event for @v: wake @v. While
+ * the VM is paused (or pausing) the event resumes it, for @reason;
+ * vcpu_kick() gives this thread's reason (pause_set_thread_reason). */
 void vcpu_kick(struct vcpu *v);
+void vcpu_kick_for(struct vcpu *v, int reason);
 int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector); /* vcpu_setup.c */
 
 /* irq.c: interrupt messages, from the IOAPIC or a local APIC's ICR. */
@@ -286,11 +295,44 @@ void idle_kick_deferred(struct vcpu *v);
 void idle_kick_due(struct vcpu *v, bool halting);
 void idle_flush(void); /* housekeeping thread, or after it stopped */
 
+/* pause.c: the control socket's pause / resume (see the top of pause.c).
+ * A resume's reason, as the watch events and the counters name it. */
+enum pause_reason {
+	PAUSE_REASON_OTHER,   /* INIT, SIPI, NMI, an IPI, anything else */
+	PAUSE_REASON_REQUEST, /* the "resume" request */
+	PAUSE_REASON_TIMER,   /* a LAPIC timer or a pv tick */
+	PAUSE_REASON_INPUT,   /* serial input raised its IRQ */
+	PAUSE_REASON_KICK,    /* the "kick" request */
+};
+int pause_init(struct vm *vm);
+bool pause_pending(void);
+uint64_t pause_request(void);
+bool pause_wake(enum pause_reason reason);
+void pause_park(void);
+void pause_stop(void);
+uint64_t pause_completed(void);
+const char *pause_reason_name(int reason);
+/* The reason vcpu_kick() gives the events this thread posts (the serial
+ * input thread: input; default other). */
+void pause_set_thread_reason(enum pause_reason reason);
+enum pause_reason pause_thread_reason(void);
+
 /* status.c (the rest of its API is in export.h) */
 int status_init(struct vm *vm);
 /* idle.c: the idle part of a status snapshot, any thread. */
 struct vm_status;
 void idle_read_status(struct vm_status *st, uint64_t now);
+void pause_read_status(struct vm_status *st);
+/* idle.c: any thread, any lock but idle.c's own held: queue a watch event
+ * behind the state changes already queued (without --sysidle straight to
+ * the export thread). */
+struct idle_event;
+void idle_post_event(const struct idle_event *ev);
+/* idle.c: @v's thread, lock held: a RUNNING vCPU parks for a pause (idle
+ * for --sysidle while parked) and comes back (a real wake-up, never a
+ * tick-only window; true: kick the housekeeping thread). */
+void idle_park(struct vcpu *v);
+bool idle_unpark(struct vcpu *v);
 
 /* stats.c */
 int stats_write(struct vm *vm, const char *path, int status);

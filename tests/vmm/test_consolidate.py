@@ -6,7 +6,11 @@ follows that directory. --dry-run changes nothing; the daemon packs the
 fully idle VMs' vCPU and housekeeping threads onto the idle CPU and leaves
 the busy VM alone; a woken VM is restored at once (timed) and packed again
 when it idles; SIGTERM restores everything (exit 0); --once packs and
-exits. Affinities are read from /proc/PID/task/TID/status.
+exits. Affinities are read from /proc/PID/task/TID/status. With a VMM
+that has pause / resume (its status has "paused"), the suspend policy too:
+--policy pack,suspend --suspend-after 0.3 pauses the idle VMs, a serial
+byte makes the VMM resume itself (reported), idle again it is paused
+again, SIGTERM resumes them all.
 
 usage: test_consolidate.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL TOOL
 Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm, or
@@ -326,6 +330,14 @@ def run(tmp, full, idle_set, idle_arg):
             print("# daemon: " + l)
         daemon = None
 
+        # the suspend policy, when the VMM has pause / resume
+        if "paused" not in (status(socks[0]) or {}):
+            print("# the VMM's status has no \"paused\": suspend checks "
+                  "skipped")
+        else:
+            daemon = run_suspend(tmp, socks, busy_sock, vms, names, bst,
+                                 orig, now_aff, packed, idle_arg)
+
         # a CPU that does not exist: every sched_setaffinity fails, is
         # retried with back-off, then given up on; nothing changes
         p = subprocess.run([CONSOLIDATE, "--once", "--dir", tmp,
@@ -391,6 +403,88 @@ def run(tmp, full, idle_set, idle_arg):
         check(all(rc == 143 for rc in rcs), "the VMs stop on SIGTERM "
               "(exit 143)", "%s\n%s" % (rcs, "\n".join(v.err for v in vms +
                                                      [busy])))
+
+
+def run_suspend(tmp, socks, busy_sock, vms, names, bst, orig, now_aff, packed,
+                idle_arg):
+    """--policy pack,suspend --suspend-after 0.3 on the same VMs: the idle
+    VMs packed and paused (status "paused"), the busy VM neither; a serial
+    byte resumes a paused VM by itself (reason input), which the daemon
+    reports; idle again it is paused again after 0.3 s; SIGTERM resumes
+    and restores everything. Returns None (the daemon is stopped)."""
+    def paused(path):
+        st = status(path)
+        return st.get("paused") if st else None
+
+    daemon = Vm(["--dir", tmp, "--idle-cpus", idle_arg, "--policy",
+                 "pack,suspend", "--suspend-after", "0.3"],
+                exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
+                tag="sysidle-consolidate")
+    try:
+        ok = vmmtest.poll_until(lambda: all(paused(s) for s in socks), 10,
+                                step=0.01)
+        aff = now_aff()
+        lines = [daemon.wait_line(r"^suspend %s: paused \(FULL_NOTED for "
+                                  r"[0-9.]+ s, --suspend-after 0\.3\)$" % n,
+                                  5) for n in names]
+        check(ok and all(lines) and all(packed(n, aff) for n in names) and
+              paused(busy_sock) is False and
+              aff[bst["name"]] == orig[bst["name"]],
+              "pack,suspend --suspend-after 0.3: the 3 idle VMs (idle for "
+              "a while already) packed and paused at once, status "
+              "\"paused\": true; the busy VM neither",
+              "\n".join(daemon.lines + daemon.err_lines))
+
+        # a serial byte: the VMM resumes itself (input) and says so
+        w = Conn(socks[0])
+        w.request({"cmd": "watch"})
+        n0 = len(daemon.lines)
+        vms[0].send("x")
+        ev = back = None
+        end = time.monotonic() + 10
+        while time.monotonic() < end and back is None:
+            e = w.line(max(0.01, end - time.monotonic()))
+            if isinstance(e, dict) and e.get("event") == "resumed" and \
+                    ev is None:
+                ev = e
+            if ev and isinstance(e, dict) and e.get("to") == "FULL_NOTED":
+                back = e
+        t_back = time.monotonic()
+        seen = daemon.wait_line(r"^resumed %s: by the VMM \(input\) after "
+                                r"\d+ ms paused$" % names[0], 5, n0)
+        check(ev is not None and ev.get("reason") == "input" and seen and
+              paused(socks[0]) is not None,
+              "a serial byte to paused %s: the VMM resumes itself (event "
+              "reason %s), the daemon reports '%s'" %
+              (names[0], ev and ev.get("reason"), seen),
+              "\n".join(["event %s" % ev] + daemon.lines[n0:]))
+        again = vmmtest.poll_until(lambda: paused(socks[0]), 5, step=0.01)
+        t_again = time.monotonic() - t_back
+        aff = now_aff()
+        check(back is not None and again and 0.25 <= t_again < 2 and
+              packed(names[0], aff) and
+              daemon.wait_line(r"^restore %s: .*\(FULL_NOTED -> " %
+                               names[0], 1, n0) and
+              len([l for l in daemon.lines[n0:]
+                   if l.startswith("suspend %s:" % names[0])]) == 1,
+              "%s woke (restored), idle again: packed and paused again "
+              "%.0f ms after it was FULL_NOTED again (--suspend-after 0.3)" %
+              (names[0], t_again * 1000), "\n".join(daemon.lines[n0:]))
+        w.close()
+    finally:
+        n0 = len(daemon.lines)
+        rc = daemon.stop()
+    aff = now_aff()
+    check(rc == 0 and not any(paused(s) for s in socks) and aff == orig and
+          len([l for l in daemon.lines[n0:]
+               if re.match(r"^resume idle\d: after [0-9.]+ s \(SIGTERM\)$",
+                           l)]) == 3 and not daemon.err_lines,
+          "daemon SIGTERM: exit %s, the 3 VMs resumed (status \"paused\": "
+          "false) and back on their own affinity" % rc,
+          "\n".join(daemon.lines + daemon.err_lines))
+    for l in daemon.lines:
+        print("# suspend daemon: " + l)
+    return None
 
 
 if __name__ == "__main__":

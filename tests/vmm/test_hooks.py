@@ -24,6 +24,7 @@ NAME = "it's a \"test\" vm"
 ENV = ["LC_ALL=C", "HOME=/",
        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 SINCE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+STATE_NUMS = {"NOT": 0, "SHORT": 1, "LONG": 2, "FULL": 3, "FULL_NOTED": 4}
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
                   r"[0-9a-f]{12}$")
 
@@ -125,7 +126,9 @@ def check_xml(r, state, what):
               dom.findtext("vcpu") == "2" and st is not None and
               (st.get("state") == state if state else
                st.get("state") != "FULL_NOTED") and
-              SINCE.match(st.get("since", "")) is not None)
+              SINCE.match(st.get("since", "")) is not None and
+              st.get("since_unix_ms", "").isdigit() and
+              st.get("num") == str(STATE_NUMS.get(st.get("state"))))
     except ET.ParseError as e:
         ok, dom = False, e
     check(ok, "%s: domain XML on stdin (name, uuid, 2 vCPUs, state %s)" %
@@ -420,8 +423,8 @@ def test_sample(tmp):
     record = os.path.join(tmp, "sample.rec")
     xml = ("<domain type='kvm'><name>x</name><uuid>u</uuid><vcpu>2</vcpu>"
            "<metadata><sysidle:state xmlns:sysidle='urn:sysidle:1' "
-           "state='FULL_NOTED' since='2026-01-02T03:04:05.678Z'/>"
-           "</metadata></domain>")
+           "state='FULL_NOTED' num='4' since='2026-01-02T03:04:05.678Z' "
+           "since_unix_ms='1767323045678'/></metadata></domain>")
     bins = {}
     for kind, progs in [("both", ["virsh", "logger"]), ("logger", ["logger"]),
                         ("none", [])]:
@@ -447,8 +450,8 @@ def test_sample(tmp):
 
     rc, calls, err = run("both", NAME, "idle", "begin", "-")
     meta = ["metadata", "--domain", NAME, "--uri", "urn:sysidle:1", "--key",
-            "sysidle", "--live", "--set", "<state value='FULL_NOTED' since="
-            "'2026-01-02T03:04:05.678Z' event='begin' idle_ms='-'/>"]
+            "sysidle", "--live", "--set", "<state name='FULL_NOTED' num='4' "
+            "since_unix_ms='1767323045678' event='begin' idle_ms='-'/>"]
     check(rc == 0 and calls == [["dominfo", "--domain", NAME], meta],
           "sample hook, idle begin, a libvirt domain of that name: "
           "virsh metadata --set, the name intact", "%s\n%s\n%s" %

@@ -463,11 +463,13 @@ def socket_served(sock):
 
 
 def fully_idle(path, periods=None):
-    """The file when it shows FULL_NOTED (and @periods periods, if given)."""
+    """The file when it shows FULL_NOTED (and at least @periods periods, if
+    given: a loaded host may see one wake-up make two periods, e.g. when
+    the timekeeper's tick-only window is aged out and entered again)."""
     m = read_metrics(path)
     if m and m.ok() and m.value("sysidle_vm_state") == 4 and \
             (periods is None or
-             m.value("sysidle_vm_full_idle_periods_total") == periods):
+             m.value("sysidle_vm_full_idle_periods_total") >= periods):
         return m
     return None
 
@@ -682,9 +684,10 @@ def test_vm(tmp):
                 os.kill(vm.p.pid, signal.SIGUSR2)
             else:
                 vm.send("y")
-            if not poll_until(lambda: fully_idle(f, periods + 1), 20):
+            m = poll_until(lambda: fully_idle(f, periods + 1), 20)
+            if not m:
                 break
-            periods += 1
+            periods = m.value("sysidle_vm_full_idle_periods_total")
             n += 1
         stop.set()
         rt.join(5)

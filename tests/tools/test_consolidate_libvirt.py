@@ -1,0 +1,784 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""tools/sysidle-consolidate with libvirt domains, and the suspend policy.
+
+The libvirt part runs the tool's modules in this process against libvirt's
+test driver (test:///PATH/node.xml: a host of 8 CPUs and domains with their
+own pinning; the driver's state lives in the process that opened it, so
+the checks go through the tool's own connection). The idle state is set the
+way the libvirt bridge publishes it: <state name=.. num=.. since_unix_ms=..>
+in the domain's metadata, namespace urn:sysidle:1. Checked: pack on
+FULL_NOTED (every vCPU and the emulator on the idle CPUs, read back),
+restore of the exact previous pinning on wake, the metadata event, a state
+that becomes unknown, suspend after --suspend-after, resume on wake, at
+--suspend-max and at exit, a resume by someone else, a domain that
+vanishes, failed pin calls retried with back-off (never left pinned after
+the wake), --dry-run; then the command line: --help, bad options (exit 2),
+--once against the test driver.
+
+This VMM's pause/resume: the client logic against a fake control socket
+(a small server speaking the protocol of vmm/README.md): pause after
+--suspend-after, a self-resume reported by the VMM (timer) seen and not
+answered, paused again when idle again, resumed on wake and at exit, a VMM
+without "pause".
+
+usage: test_consolidate_libvirt.py TOOL
+(TOOL: tools/sysidle-consolidate; its modules are next to it.)
+Exit: 0 all passed, 1 a check failed, 77 skipped (no libvirt binding)."""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TOOL = os.path.abspath(sys.argv[1])
+sys.path.insert(0, os.path.dirname(TOOL))
+
+try:
+    import libvirt
+except ImportError as e:
+    print("# the libvirt Python binding is not importable by %s (%s): "
+          "skipped" % (sys.executable, e))
+    sys.exit(77)
+
+from sysidle_consolidate import common, daemon, policy  # noqa: E402
+from sysidle_consolidate import libvirt_source, vmm_source  # noqa: E402
+
+NS = "urn:sysidle:1"
+NUM = {s: i for i, s in enumerate(common.STATES)}
+IDLE = {7}
+STEP = 0.01
+failures = []
+count = 0
+
+
+def check(ok, what, detail=""):
+    global count
+    count += 1
+    print(("ok" if ok else "not ok") + " %d - %s" % (count, what))
+    if not ok:
+        failures.append(what)
+        for line in str(detail).splitlines()[-25:]:
+            print("#   " + line)
+    sys.stdout.flush()
+
+
+NODE = """<node>
+  <cpu><mhz>2000</mhz><model>i686</model><nodes>1</nodes><sockets>1</sockets>
+    <cores>8</cores><threads>1</threads></cpu>
+  <memory>8388608</memory>
+  %s
+</node>
+"""
+DOMAIN = """<domain type="test">
+    <name>%(name)s</name>
+    <memory>65536</memory>
+    <vcpu placement="static">%(vcpus)d</vcpu>
+    %(cputune)s
+    %(metadata)s
+    <os><type>hvm</type></os>
+  </domain>"""
+
+
+def domain_xml(name, vcpus, pins=None, emu=None, state=None):
+    tune = ""
+    if pins or emu:
+        tune = "<cputune>%s%s</cputune>" % (
+            "".join('<vcpupin vcpu="%d" cpuset="%s"/>' % (i, c)
+                    for i, c in enumerate(pins or [])),
+            '<emulatorpin cpuset="%s"/>' % emu if emu else "")
+    meta = ""
+    if state:
+        meta = ('<metadata><sysidle:state xmlns:sysidle="%s" name="%s" '
+                'num="%d" since_unix_ms="%d"/></metadata>' %
+                (NS, state, NUM[state], int(time.time() * 1000) - 3600000))
+    return DOMAIN % {"name": name, "vcpus": vcpus, "cputune": tune,
+                     "metadata": meta}
+
+
+# web: own pinning; db: 4 vCPUs, own pinning; batch: no pinning, no state;
+# cold: fully idle for an hour already (preloaded)
+DOMAINS = [domain_xml("web", 2, ["0", "1-2"], "3", "NOT"),
+           domain_xml("db", 4, ["0-1", "2-3", "4", "5"], "0-5", "NOT"),
+           domain_xml("batch", 1),
+           domain_xml("cold", 2, ["2", "3"], "2-3", "FULL_NOTED")]
+
+
+def cpus(cpumap):
+    return {i for i, b in enumerate(cpumap) if b}
+
+
+class Run:
+    """The tool's libvirt source on its own connection (a fresh copy of
+    node.xml), driven by the daemon's loop in this thread."""
+
+    def __init__(self, uri, policies="pack", idle=IDLE, suspend_after=10.0,
+                 suspend_max=60.0, dry=False, events=False, interval=0.02,
+                 wrap=None):
+        self.lines = []
+        self.log = common.Log(out=self.lines)
+        self.ctx = daemon.Context(self.log, policy.parse_policy(policies),
+                                  suspend_after, suspend_max, idle=idle,
+                                  dry=dry)
+        self.src = libvirt_source.LibvirtSource(
+            self.ctx, uri, idle=idle, interval=interval, events=events,
+            wrap=wrap)
+        self.d = daemon.Daemon(self.ctx, [self.src])
+        self.d.step()
+        self.conn = self.src.conn
+
+    def dom(self, name):
+        return self.conn.lookupByName(name)
+
+    def until(self, fn, timeout):
+        """Runs the loop until fn() is true (its value), at most @timeout
+        seconds; None then."""
+        end = time.monotonic() + timeout
+        while True:
+            v = fn()
+            if v:
+                return v
+            now = time.monotonic()
+            if now >= end:
+                return None
+            due = self.d.step()
+            self.d.wait(min(due, now + STEP, end))
+
+    def run_for(self, seconds):
+        """Runs the loop for @seconds (observing that nothing happens)."""
+        self.until(lambda: False, seconds)
+
+    def line(self, pattern, timeout=5, start=0):
+        def find():
+            for l in self.lines[start:]:
+                if re.search(pattern, l):
+                    return l
+            return None
+        return self.until(find, timeout)
+
+    def set_state(self, name, state, since_ms=None):
+        since = int(time.time() * 1000) if since_ms is None else since_ms
+        self.dom(name).setMetadata(
+            libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+            '<state name="%s" num="%d" since_unix_ms="%d"/>' %
+            (state, NUM[state], since), "sysidle", NS, 0)
+
+    def drop_state(self, name):
+        self.dom(name).setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+                                   None, None, NS, 0)
+
+    def pins(self, name):
+        d = self.dom(name)
+        return ([cpus(m) for m in d.vcpuPinInfo(0)],
+                cpus(d.emulatorPinInfo(0)))
+
+    def packed(self, name, idle=IDLE):
+        v, e = self.pins(name)
+        return all(c == idle for c in v) and e == idle
+
+    def paused(self, name):
+        return self.dom(name).state()[0] == libvirt.VIR_DOMAIN_PAUSED
+
+    def stop(self):
+        """As at SIGTERM: everything undone (the connection stays open
+        for the checks)."""
+        self.d.finish("SIGTERM")
+
+    def text(self):
+        return "\n".join(self.lines)
+
+
+def fmt_pins(p):
+    v, e = p
+    return " ".join(["%d:%s" % (i, common.fmt_cpus(c))
+                     for i, c in enumerate(v)] +
+                    ["emulator:%s" % common.fmt_cpus(e)])
+
+
+def test_pack(uri):
+    r = Run(uri, interval=0.02)
+    orig = {n: r.pins(n) for n in ["web", "db", "batch", "cold"]}
+    # cold (FULL_NOTED already) is packed at the first look
+    ok0 = r.until(lambda: r.packed("cold"), 2)
+    t0 = time.monotonic()
+    r.set_state("web", "FULL_NOTED")
+    ok = r.until(lambda: r.packed("web"), 2)
+    t_pack = time.monotonic() - t0
+    check(ok0 and ok and r.pins("db") == orig["db"] and
+          r.pins("batch") == orig["batch"] and
+          r.line(r"^pack web: 2 vcpus, emulator -> cpus 7 \(FULL_NOTED\)$")
+          and r.line(r"^pack cold: 2 vcpus, emulator -> cpus 7 "
+                     r"\(FULL_NOTED\)$"),
+          "pack on FULL_NOTED: every vCPU and the emulator of web (and of "
+          "cold, fully idle at the start) read back on cpus 7, %.0f ms after "
+          "the state was published (--interval 20 ms); db (NOT) and batch "
+          "(no state) untouched" % (t_pack * 1000),
+          r.text() + "\nweb %s" % fmt_pins(r.pins("web")))
+    n0 = len(r.lines)
+    r.set_state("web", "NOT")
+    ok = r.until(lambda: r.pins("web") == orig["web"], 2)
+    line = r.line(r"^restore web:", 1, n0)
+    check(ok and line == "restore web: 2 vcpus, emulator -> their own "
+          "pinning 0:0 1:1-2 emulator:3 (FULL_NOTED -> NOT)" and
+          r.packed("cold"),
+          "wake (FULL_NOTED -> NOT): web's exact previous pinning back (%s), "
+          "logged with its reason; cold still packed" %
+          fmt_pins(r.pins("web")), r.text())
+    # db: 4 vCPUs, idle twice
+    for i in range(2):
+        r.set_state("db", "FULL_NOTED")
+        p = r.until(lambda: r.packed("db"), 2)
+        r.set_state("db", "SHORT")
+        q = r.until(lambda: r.pins("db") == orig["db"], 2)
+        if not (p and q):
+            break
+    check(p and q, "db (4 vCPUs) packed and restored twice: pinning "
+          "%s each time" % fmt_pins(orig["db"]), r.text())
+    # a state that becomes unknown: what was done is undone
+    n0 = len(r.lines)
+    r.drop_state("cold")
+    ok = r.until(lambda: r.pins("cold") == orig["cold"], 2)
+    check(ok and r.line(r"^restore cold: 2 vcpus, emulator -> their own "
+                        r"pinning 0:2 1:3 emulator:2-3 \(no urn:sysidle:1 "
+                        r"state published\)$", 1, n0),
+          "cold's state element removed (state unknown): its pinning put "
+          "back, with that reason", r.text())
+    r.stop()
+
+
+def test_events(uri):
+    r = Run(uri, interval=5.0, events=True)
+    if not r.src.callbacks:
+        check(False, "metadata-change events registered on the test "
+              "driver", r.text())
+        r.stop()
+        return
+    r.run_for(0.05)
+    t0 = time.monotonic()
+    r.set_state("web", "FULL_NOTED")
+    ok = r.until(lambda: r.packed("web"), 2)
+    t = time.monotonic() - t0
+    check(ok and t < 1.0, "metadata-change event: web packed %.1f ms after "
+          "its state was published, with --interval 5 s" % (t * 1000),
+          r.text())
+    r.stop()
+
+
+def test_suspend(uri):
+    r = Run(uri, "pack,suspend", suspend_after=0.3, suspend_max=60)
+    orig = r.pins("web")
+    t0 = time.monotonic()
+    r.set_state("web", "FULL_NOTED")
+    packed = r.until(lambda: r.packed("web"), 2)
+    t_pack = time.monotonic() - t0
+    ok = r.until(lambda: r.paused("web"), 3)
+    t_s = time.monotonic() - t0
+    line = r.line(r"^suspend web: paused \(FULL_NOTED for 0\.\d s, "
+                  r"--suspend-after 0\.3\)$", 1)
+    check(packed and ok and t_pack < 0.3 and 0.3 <= t_s < 1.0 and line,
+          "pack,suspend --suspend-after 0.3: web packed at once (%.0f ms), "
+          "paused %.0f ms after it became fully idle: '%s'" %
+          (t_pack * 1000, t_s * 1000, line), r.text())
+    n0 = len(r.lines)
+    t0 = time.monotonic()
+    r.set_state("web", "NOT")
+    ok = r.until(lambda: not r.paused("web") and r.pins("web") == orig, 2)
+    t_w = time.monotonic() - t0
+    check(ok and r.line(r"^resume web: after \d+\.\d s \(FULL_NOTED -> "
+                        r"NOT\)$", 1, n0) and
+          r.line(r"^restore web: .*\(FULL_NOTED -> NOT\)$", 1, n0),
+          "wake: web resumed and its pinning restored %.0f ms after "
+          "its state left FULL_NOTED" % (t_w * 1000), r.text())
+    # resumed by someone else: seen, no longer counted
+    r.set_state("web", "FULL_NOTED")
+    r.until(lambda: r.paused("web"), 3)
+    n0 = len(r.lines)
+    r.dom("web").resume()
+    seen = r.line(r"^resumed web: by someone else after", 2, n0)
+    again = r.until(lambda: r.paused("web"), 3)
+    check(seen and again and r.line(r"^suspend web: paused", 1, n0),
+          "web resumed by someone else while suspended: '%s'; idle, "
+          "paused again after --suspend-after" % seen, r.text())
+    # paused by someone else: left alone (not resumed on its wake)
+    r.set_state("web", "NOT")
+    r.until(lambda: not r.paused("web"), 2)
+    r.dom("db").suspend()
+    r.set_state("db", "FULL_NOTED")
+    n0 = len(r.lines)
+    r.run_for(0.5)
+    r.set_state("db", "NOT")
+    r.run_for(0.1)
+    check(r.paused("db") and not r.line(r"^(suspend|resume) db", 0, n0),
+          "db paused by someone else: neither suspended nor resumed by the "
+          "tool", r.text())
+    r.dom("db").resume()
+    # exit: resumed and restored
+    r.set_state("web", "FULL_NOTED")
+    r.until(lambda: r.paused("web"), 3)
+    n0 = len(r.lines)
+    r.stop()
+    check(not r.paused("web") and r.pins("web") == orig and
+          re.search(r"^resume web: .*\(SIGTERM\)$", r.text(), re.M) and
+          r.lines[-1].startswith("exit (SIGTERM): every packed VM"),
+          "exit (SIGTERM): web resumed and restored: '%s'" % r.lines[-1],
+          "\n".join(r.lines[n0:]))
+
+
+def test_suspend_max(uri):
+    r = Run(uri, "suspend", suspend_after=0.2, suspend_max=0.5)
+    t0 = time.monotonic()
+    r.set_state("web", "FULL_NOTED")
+    ok1 = r.until(lambda: r.paused("web"), 2)
+    t1 = time.monotonic()
+    ok2 = r.until(lambda: not r.paused("web"), 3)
+    t2 = time.monotonic()
+    ok3 = r.until(lambda: r.paused("web"), 3)
+    t3 = time.monotonic()
+    line = r.line(r"^resume web: after 0\.\d s \(--suspend-max 0\.5\)$", 1)
+    check(ok1 and ok2 and ok3 and line and 0.5 <= t2 - t1 + 0.05 and
+          t2 - t1 < 1.5 and t3 - t2 >= 0.15 and
+          not r.packed("web", IDLE),
+          "suspend only, --suspend-after 0.2 --suspend-max 0.5, state "
+          "FULL_NOTED throughout: paused after %.0f ms, resumed %.0f ms "
+          "later ('%s'), paused again %.0f ms after that; not packed" %
+          ((t1 - t0) * 1000, (t2 - t1) * 1000, line, (t3 - t2) * 1000),
+          r.text())
+    r.stop()
+    check(not r.paused("web"), "exit: web resumed", r.text())
+
+
+def test_vanish(uri):
+    r = Run(uri, "pack,suspend", suspend_after=0.1)
+    r.conn.createXML(domain_xml("tmp", 2, ["0", "1"], "0-1", "FULL_NOTED"), 0)
+    ok = r.until(lambda: r.packed("tmp") and r.paused("tmp"), 3)
+    n0 = len(r.lines)
+    r.dom("tmp").destroy()
+    line = r.line(r"^forget tmp:", 2, n0)
+    r.set_state("web", "FULL_NOTED")
+    ok2 = r.until(lambda: r.packed("web"), 2)
+    check(ok and line == "forget tmp: no longer running (was packed and "
+          "suspended)" and ok2 and "tmp" not in
+          [d.name for d in r.src.targets()] and
+          not r.line(r"^(error|retry)", 0, 0),
+          "a transient domain packed and suspended, then destroyed: '%s'; "
+          "forgotten, no error, the others still handled" % line, r.text())
+    r.stop()
+
+
+class Failing:
+    """A virDomain whose next box["fail"] pin calls fail."""
+
+    def __init__(self, dom, box):
+        self._dom = dom
+        self._box = box
+
+    def __getattr__(self, name):
+        a = getattr(self._dom, name)
+        if name not in ("pinVcpuFlags", "pinEmulator"):
+            return a
+
+        def f(*args):
+            if self._box["fail"] > 0:
+                self._box["fail"] -= 1
+                self._box["failed"] += 1
+                raise RuntimeError("injected failure")
+            return a(*args)
+        return f
+
+
+def test_retry(uri):
+    box = {"fail": 0, "failed": 0}
+    r = Run(uri, wrap=lambda d: Failing(d, box))
+    orig = r.pins("web")
+    box["fail"] = 4
+    t0 = time.monotonic()
+    r.set_state("web", "FULL_NOTED")
+    ok = r.until(lambda: r.packed("web") and
+                 not r.ctx.retrier.pending, 5)
+    t = time.monotonic() - t0
+    retries = [l for l in r.lines if l.startswith("retry web:")]
+    check(ok and box["failed"] == 4 and
+          r.line(r"^pack web: 2 vcpus, emulator -> cpus 7 \(FULL_NOTED\): "
+                 r"3 failed, retrying$", 0) and
+          any(re.match(r"^retry web: vcpu 0: virDomainPinVcpuFlags\(7\) "
+                       r"failed \(injected failure\), again in 10 ms "
+                       r"\(pack\)$", l) for l in retries) and
+          any(re.match(r"^retry web: vcpu 0 -> cpus 7 done \(pack\)$", l)
+              for l in retries),
+          "4 pin calls fail: the pack logged with '3 failed, retrying', "
+          "each failure retried with back-off (10, 50 ms), all on cpus 7 "
+          "after %.0f ms" % (t * 1000), r.text())
+    # the restore's calls fail 21 times, 7 times each: past the 5
+    # back-offs, never given up
+    n0 = len(r.lines)
+    box["fail"] = 21
+    t0 = time.monotonic()
+    r.set_state("web", "NOT")
+    ok = r.until(lambda: r.pins("web") == orig and
+                 not r.ctx.retrier.pending, 10)
+    t = time.monotonic() - t0
+    v0 = [l for l in r.lines[n0:] if l.startswith("retry web: vcpu 0:")]
+    check(ok and box["fail"] == 0 and
+          not r.line(r"giving up", 0, n0) and len(v0) == 7 and
+          v0[-1].endswith("again in 1000 ms (restore)"),
+          "the restore's pin calls fail 7 times each: retried past the 5 "
+          "back-offs (then every 1 s), never given up; exact pinning back "
+          "after %.1f s" % t, "\n".join(r.lines[n0:]))
+    # wake while the pack is still being retried: nothing left on cpus 7
+    n0 = len(r.lines)
+    box["fail"] = 3
+    r.set_state("web", "FULL_NOTED")
+    r.until(lambda: r.line(r"^pack web:", 0, n0), 2)
+    r.set_state("web", "NOT")
+    r.until(lambda: r.line(r"^restore web:", 0, n0), 2)
+    r.run_for(0.4)     # past the pack retries' 10, 50, 200 ms
+    check(r.pins("web") == orig and not r.ctx.retrier.pending,
+          "woken while its pack is being retried: the pack retries are "
+          "dropped, the exact pinning is back and stays (%s)" %
+          fmt_pins(r.pins("web")), "\n".join(r.lines[n0:]))
+    # a pack that always fails: given up after 5 retries; the wake still
+    # restores
+    n0 = len(r.lines)
+    box["fail"] = 1000
+    r.set_state("web", "FULL_NOTED")
+    gave = r.until(lambda: len([l for l in r.lines[n0:]
+                                if "giving up (pack)" in l]) == 3, 5)
+    nretry = len([l for l in r.lines[n0:] if l.startswith("retry web:")])
+    box["fail"] = 0
+    r.set_state("web", "NOT")
+    ok = r.until(lambda: r.pins("web") == orig, 2)
+    check(gave and nretry == 15 and ok and r.ctx.retrier.errors == 3,
+          "pin calls that always fail: each of the 3 retried 5 times, "
+          "then 'error web: ... failed 6 times (...): giving up (pack)'; "
+          "the wake restores", "\n".join(r.lines[n0:]))
+    r.stop()
+
+
+def test_dry(uri):
+    r = Run(uri, "pack,suspend", suspend_after=0, dry=True)
+    orig = {n: r.pins(n) for n in ["web", "cold"]}
+    r.set_state("web", "FULL_NOTED")
+    a = r.line(r"^suspend web: paused \(.*\) \[dry run\]$", 2)
+    r.set_state("web", "NOT")
+    b = r.line(r"^restore web: .* \(FULL_NOTED -> NOT\) \[dry run\]$", 2)
+    r.stop()
+    check(a and b and r.line(r"^pack web: .*\[dry run\]$", 0) and
+          r.line(r"^pack cold: .*\[dry run\]$", 0) and
+          r.line(r"^resume web: .*\[dry run\]$", 0) and
+          all(r.pins(n) == orig[n] for n in orig) and
+          not r.paused("web") and not r.paused("cold"),
+          "--dry-run, pack,suspend --suspend-after 0: pack, suspend, "
+          "resume, restore printed with [dry run]; no pinning changed, "
+          "nothing paused", r.text())
+
+
+def test_cli(uri):
+    p = subprocess.run([TOOL, "--help"], capture_output=True, text=True,
+                       timeout=30)
+    check(p.returncode == 0 and all(
+        o in p.stdout for o in ["--libvirt URI", "--policy", "--idle-cpus",
+                                "--suspend-after", "--suspend-max",
+                                "--interval", "--once", "--dry-run",
+                                "urn:sysidle:1"]),
+          "--help: exit 0, every option and the metadata namespace",
+          p.stdout + p.stderr)
+    bad = [["--policy", "sleep"], ["--policy", "pack,pack"],
+           ["--suspend-after", "soon"], ["--suspend-max", "-1"],
+           ["--idle-cpus", "3-1"], ["--interval", "0"], ["--frobnicate"]]
+    rcs = []
+    for b in bad:
+        p = subprocess.run([TOOL, "--once", "--dir", "none"] + b,
+                           capture_output=True, text=True, timeout=30)
+        rcs.append((b, p.returncode, p.stderr.strip().splitlines()[-1:]))
+    check(all(rc == 2 and err and "error" in err[0] for _, rc, err in rcs),
+          "bad options (%s): exit 2 with a message" %
+          ", ".join(" ".join(b) for b in bad),
+          "\n".join("%s: %s %s" % x for x in rcs))
+    p = subprocess.run([TOOL, "--once", "--dir", "none", "--libvirt", uri,
+                        "--idle-cpus", "6-7", "--policy", "pack,suspend",
+                        "--suspend-after", "1m"],
+                       capture_output=True, text=True, timeout=30)
+    out = p.stdout.splitlines()
+    want = [r"pack cold: 2 vcpus, emulator -> cpus 6-7 \(FULL_NOTED\)",
+            r"leave cold: not suspended \(FULL_NOTED for 36\d\d s, "
+            r"--suspend-after 60; --once: nothing would resume it\)",
+            r"leave web: state NOT", r"leave db: state NOT",
+            r"leave batch: state unknown \(no urn:sysidle:1 state "
+            r"published\)"]
+    check(p.returncode == 0 and len(out) == len(want) and
+          all(any(re.fullmatch(w, l) for l in out) for w in want),
+          "--once --libvirt %s: exit %d, its decisions printed" %
+          (uri.split("/")[-1], p.returncode), p.stdout + p.stderr)
+    p = subprocess.run([TOOL, "--once", "--dry-run", "--dir", "none",
+                        "--libvirt", uri], capture_output=True, text=True,
+                       timeout=30)
+    check(p.returncode == 0 and re.search(
+        r"^pack cold: 2 vcpus, emulator -> cpus 4 \(FULL_NOTED\) "
+        r"\[dry run\]$", p.stdout, re.M),
+          "--once --dry-run, default idle CPU: the host's last online CPU "
+          "(the test driver reports 0,2,4 online)", p.stdout + p.stderr)
+    p = subprocess.run([TOOL, "--once", "--dir", "none", "--libvirt", uri,
+                        "--idle-cpus", "8"], capture_output=True, text=True,
+                       timeout=30)
+    check(p.returncode == 0 and p.stdout.startswith(
+        "error %s: idle CPUs 8 not on this host (8 CPUs): no domain packed "
+        "there\n" % uri) and not re.search(r"^pack ", p.stdout, re.M),
+          "--once --idle-cpus 8 on a host of 8 CPUs: one error line, "
+          "nothing packed", p.stdout + p.stderr)
+    p = subprocess.run([TOOL, "--once", "--dir", "none", "--libvirt",
+                        "test:///nonexistent/node.xml"], capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 0 and p.stdout.startswith(
+        "error test:///nonexistent/node.xml: cannot connect ("),
+          "--once with a URI that cannot be opened: one error line",
+          p.stdout + p.stderr)
+
+
+# --- this VMM's pause / resume, against a fake control socket ------------
+class FakeVmm:
+    """A control socket speaking the protocol: status, watch (events
+    pushed by the test), pause, resume; @pause False: a VMM without them.
+    Its "threads" are threads of this process."""
+
+    def __init__(self, path, name, pause=True):
+        self.path = path
+        self.name = name
+        self.pause_ok = pause
+        self.state = "NOT"
+        self.since = int(time.time() * 1000)
+        self.paused = False
+        self.requests = []
+        self.watchers = []
+        self.lock = threading.Lock()
+        self.stop_ev = threading.Event()
+        self.workers = [threading.Thread(target=self.stop_ev.wait,
+                                         daemon=True) for _ in range(3)]
+        for w in self.workers:
+            w.start()
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(8)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def tids(self):
+        return [w.native_id for w in self.workers]
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,),
+                             daemon=True).start()
+
+    def send(self, c, obj):
+        try:
+            c.sendall((json.dumps(obj) + "\n").encode())
+        except OSError:
+            pass
+
+    def broadcast(self, obj):
+        obj["unix_ms"] = int(time.time() * 1000)
+        with self.lock:
+            for c in list(self.watchers):
+                self.send(c, obj)
+
+    def serve(self, c):
+        buf = b""
+        while True:
+            try:
+                d = c.recv(4096)
+            except OSError:
+                d = b""
+            if not d:
+                with self.lock:
+                    if c in self.watchers:
+                        self.watchers.remove(c)
+                c.close()
+                return
+            buf += d
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                self.request(c, json.loads(line))
+
+    def request(self, c, req):
+        cmd = req.get("cmd")
+        with self.lock:
+            self.requests.append(cmd)
+        if cmd == "status":
+            t = self.tids()
+            self.send(c, {"ok": True, "cmd": "status", "vm": {
+                "name": self.name, "pid": os.getpid(), "state": self.state,
+                "since_unix_ms": self.since, "paused": self.paused,
+                "housekeeping_tid": t[2],
+                "vcpus": [{"id": 0, "tid": t[0]}, {"id": 1, "tid": t[1]}]}})
+        elif cmd == "watch":
+            with self.lock:
+                self.send(c, {"ok": True, "cmd": "watch",
+                              "state": self.state,
+                              "since_unix_ms": self.since})
+                self.watchers.append(c)
+        elif cmd in ("pause", "resume") and self.pause_ok:
+            was = self.paused
+            self.paused = cmd == "pause"
+            if self.paused and not was:
+                self.paused_at = time.monotonic()
+                self.broadcast({"event": "paused"})
+            elif was and not self.paused:
+                self.broadcast({"event": "resumed", "reason": "request",
+                                "paused_ms": self.paused_ms()})
+            self.send(c, {"ok": True, "cmd": cmd, "paused": self.paused})
+        else:
+            self.send(c, {"ok": False,
+                          "error": "unknown command '%s'" % cmd})
+
+    def paused_ms(self):
+        return int((time.monotonic() - self.paused_at) * 1000)
+
+    def set_state(self, to):
+        fr, self.state = self.state, to
+        self.since = int(time.time() * 1000)
+        self.broadcast({"event": "state", "from": fr, "to": to, "vcpu": -1})
+
+    def self_resume(self, reason):
+        self.paused = False
+        self.broadcast({"event": "resumed", "reason": reason,
+                        "paused_ms": self.paused_ms()})
+
+    def close(self):
+        self.srv.close()
+        with self.lock:
+            for c in self.watchers:
+                c.close()
+        self.stop_ev.set()
+
+
+class VmmRun(Run):
+    def __init__(self, paths, policies, suspend_after, idle):
+        self.lines = []
+        self.log = common.Log(out=self.lines)
+        self.ctx = daemon.Context(self.log, policy.parse_policy(policies),
+                                  suspend_after, 60.0, idle=idle)
+        self.src = vmm_source.VmmSource(self.ctx, None, paths)
+        self.d = daemon.Daemon(self.ctx, [self.src])
+
+    def stop(self):
+        self.d.finish("SIGTERM")
+
+
+def aff(tids):
+    return [os.sched_getaffinity(t) for t in tids]
+
+
+def test_vmm_fake():
+    full = os.sched_getaffinity(0)
+    idle = {max(full)}
+    with tempfile.TemporaryDirectory() as tmp:
+        f = FakeVmm(os.path.join(tmp, "a.sock"), "fake-a")
+        old = FakeVmm(os.path.join(tmp, "b.sock"), "fake-b", pause=False)
+        orig = aff(f.tids())
+        r = VmmRun([f.path, old.path], "pack,suspend", 0.3, idle)
+        r.until(lambda: len(f.watchers) == 1 and len(old.watchers) == 1, 3)
+        t0 = time.monotonic()
+        f.set_state("FULL_NOTED")
+        old.set_state("FULL_NOTED")
+        packed = r.until(lambda: aff(f.tids()) == [idle] * 3, 2)
+        ok = r.until(lambda: f.paused, 3)
+        t = time.monotonic() - t0
+        check(packed and ok and 0.3 <= t < 1.0 and
+              r.line(r"^pack fake-a: 3 threads -> cpus %s \(FULL_NOTED\)$"
+                     % common.fmt_cpus(idle), 0) and
+              r.line(r"^suspend fake-a: paused \(FULL_NOTED for 0\.\d s, "
+                     r"--suspend-after 0\.3\)$", 0),
+              "fake VMM, pack,suspend --suspend-after 0.3: packed at once, "
+              "{\"cmd\":\"pause\"} %.0f ms after FULL_NOTED" % (t * 1000),
+              r.text())
+        nope = r.line(r"^error fake-b: cannot suspend", 1)
+        r.run_for(0.4)
+        check(nope == "error fake-b: cannot suspend, the VMM has no pause "
+              "(unknown command 'pause')" and
+              old.requests.count("pause") == 1,
+              "a VMM without pause: '%s', asked once only" % nope, r.text())
+        # the VMM resumes itself (a guest timer): seen, not answered
+        n0 = len(r.lines)
+        nres = f.requests.count("resume")
+        f.self_resume("timer")
+        seen = r.line(r"^resumed fake-a: by the VMM \(timer\) after \d+ ms "
+                      r"paused$", 2, n0)
+        t0 = time.monotonic()
+        again = r.until(lambda: f.paused, 3)
+        t = time.monotonic() - t0
+        check(seen and again and f.requests.count("resume") == nres and
+              0.25 <= t < 1.0,
+              "the VMM resumed itself (timer): '%s'; no resume sent; still "
+              "FULL_NOTED, paused again %.0f ms later" % (seen, t * 1000),
+              r.text())
+        # self-resume then the wake: the state event restores; no resume
+        # request needed
+        f.self_resume("input")
+        f.set_state("NOT")
+        ok = r.until(lambda: aff(f.tids()) == orig, 2)
+        check(ok and f.requests.count("resume") == nres and
+              r.line(r"^resumed fake-a: by the VMM \(input\)", 0, n0),
+              "input: the VMM's own resume, then FULL_NOTED -> NOT: threads "
+              "restored, no resume request", r.text())
+        # the wake comes first (a kick): the tool resumes it
+        f.set_state("FULL_NOTED")
+        r.until(lambda: f.paused, 3)
+        n0 = len(r.lines)
+        f.set_state("NOT")
+        ok = r.until(lambda: not f.paused and aff(f.tids()) == orig, 2)
+        check(ok and r.line(r"^resume fake-a: after \d+\.\d s \(FULL_NOTED "
+                            r"-> NOT\)$", 0, n0),
+              "FULL_NOTED -> NOT while paused: {\"cmd\":\"resume\"} sent, "
+              "threads restored", r.text())
+        # exit: resumed
+        f.set_state("FULL_NOTED")
+        r.until(lambda: f.paused, 3)
+        r.stop()
+        check(not f.paused and aff(f.tids()) == orig and
+              re.search(r"^resume fake-a: .*\(SIGTERM\)$", r.text(), re.M),
+              "exit: the paused VM resumed, its threads restored", r.text())
+        f.close()
+        old.close()
+
+
+def main():
+    print("# libvirt %d.%d.%d" % (libvirt.getVersion() // 1000000,
+                                  libvirt.getVersion() // 1000 % 1000,
+                                  libvirt.getVersion() % 1000))
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        node = os.path.join(tmp, "node.xml")
+        with open(node, "w") as f:
+            f.write(NODE % "\n  ".join(DOMAINS))
+        uri = "test://" + node
+        for t in [test_pack, test_events, test_suspend, test_suspend_max,
+                  test_vanish, test_retry, test_dry, test_cli]:
+            try:
+                t(uri)
+            except Exception as e:      # noqa: BLE001 (one failed check)
+                import traceback
+                check(False, "%s raised %s" % (t.__name__, e),
+                      traceback.format_exc())
+    try:
+        test_vmm_fake()
+    except Exception as e:      # noqa: BLE001
+        import traceback
+        check(False, "test_vmm_fake raised %s" % e, traceback.format_exc())
+    print("# %.1f s" % (time.monotonic() - t0))
+    print("1..%d" % count)
+    if failures:
+        print("# %d of %d failed: %s" % (len(failures), count,
+                                        "; ".join(failures)))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,636 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""build/sysidle-libvirt on libvirt's test driver (test:///PATH/node.xml,
+written here: several domains on a host of 8 CPUs) with recorded
+statistics (--stats-file, written here), since the test driver has no vCPU
+statistics. The domains, their metadata and the hooks go through libvirt
+and the bridge; the test reads the bridge's output (the metadata it reads
+back with --verbose), the hooks' records, and exit statuses.
+
+usage: test_libvirt_bridge.py SYSIDLE_LIBVIRT
+TAP on stdout. Exit: 0 all passed, 1 a check failed, 77 skipped (libvirt's
+test driver cannot be opened)."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+BRIDGE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+NS = "urn:sysidle:1"
+ENV = ["HOME=/", "LC_ALL=C",
+       "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+SINCE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+N = 0
+FAILED = 0
+
+
+def check(ok, what, diag=None):
+    global N, FAILED
+    N += 1
+    print("%s %d - %s" % ("ok" if ok else "not ok", N, what))
+    if not ok:
+        FAILED += 1
+        if diag is not None:
+            for line in str(diag).splitlines()[-40:]:
+                print("#   " + line)
+    sys.stdout.flush()
+    return ok
+
+
+# ---- the host: libvirt's test driver ----
+
+UUID = "5a1d1e00-0000-4000-8000-0000000000%02d"
+# name, vCPUs, uuid number, running
+DOMAINS = [("web1", 2, 1, True), ("db & 2", 1, 2, True), ("big", 12, 3, True),
+           ("nostats", 1, 4, True), ("gone", 2, 5, True), ("resize", 2, 6, True),
+           ("off", 1, 7, False), ("flap", 1, 8, True), ("waiter", 2, 9, True),
+           ("napper", 2, 10, True)]
+
+
+def xml_escape(s):
+    return (s.replace("&", "&amp;").replace("<", "&lt;")
+            .replace(">", "&gt;").replace("'", "&apos;"))
+
+
+def node_xml(path, domains):
+    out = ["<?xml version='1.0'?>", "<node>",
+           "  <cpu><mhz>2000</mhz><model>i686</model><nodes>1</nodes>"
+           "<sockets>1</sockets><cores>8</cores><threads>1</threads>"
+           "<active>8</active><max>8</max></cpu>",
+           "  <memory>16777216</memory>"]
+    for name, vcpus, u, running in domains:
+        out.append(
+            "  <domain type='test' xmlns:test='http://libvirt.org/schemas/"
+            "domain/test/1.0'><name>%s</name><uuid>%s</uuid>"
+            "<memory>1048576</memory><vcpu>%d</vcpu><os><type>hvm</type>"
+            "</os>%s</domain>" % (xml_escape(name), UUID % u, vcpus,
+                                  "" if running else
+                                  "<test:runstate>5</test:runstate>"))
+    out.append("</node>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def vcpus(counts, blocking=None):
+    """vcpu.N.* for halt-exit @counts (blocking: all, or the given list)."""
+    blocking = blocking or [1] * len(counts)
+    return " ".join("vcpu.%d.halt_exits.sum=%d vcpu.%d.blocking.cur=%d" %
+                    (i, c, i, b) for i, (c, b) in
+                    enumerate(zip(counts, blocking)))
+
+
+def write_stats(path, scans, step_ms=100):
+    """@scans: a list (one per scan) of {domain token: stats string or
+    None (no record)}."""
+    with open(path, "w") as f:
+        f.write("# recorded statistics: T_MS DOMAIN KEY=VALUE...\n")
+        for i, scan in enumerate(scans):
+            for dom, stats in scan.items():
+                if stats is not None:
+                    f.write(("%d %s %s" % (i * step_ms, dom, stats)).rstrip()
+                            + "\n")
+
+
+def main_scans(n=20):
+    scans = []
+    for i in range(n):
+        s = {}
+        # web1: idle, busy at scan 6 (vCPU 0 woke and slept), idle again
+        s["web1"] = vcpus([10 + (i >= 6), 20])
+        # db & 2 (by uuid): its vCPU halts and wakes all the time
+        s[UUID % 2] = vcpus([100 + i])
+        s["big"] = vcpus([7] * 12)
+        s["nostats"] = ""                 # a record without statistics
+        # gone: shut off for scans 5-7, then running again
+        s["gone"] = ("state.state=5" if 5 <= i <= 7 else
+                     "state.state=1 " + vcpus([3, 4]))
+        # resize: 2 vCPUs, 3 from scan 10
+        s["resize"] = vcpus([1, 2] + ([3] if i >= 10 else []))
+        s["flap"] = vcpus([5])
+        # waiter: blocking.cur reads 0 (as through QEMU); halted all along
+        # by halt_wait_ns until vCPU 1 runs from scan 12 on
+        s["waiter"] = vcpus([4, 4], [0, 0]) + (
+            " vcpu.0.halt_wait_ns.sum=%d vcpu.1.halt_wait_ns.sum=%d" %
+            (i * 100000000, min(i, 12) * 100000000))
+        # napper: idle, suspended (state.state=3, paused) for scans 6-9
+        # while its counters move, running again from scan 10
+        s["napper"] = ("state.state=3 " + vcpus([50 + i, 60 + i])
+                       if 6 <= i <= 9 else "state.state=1 " +
+                       vcpus([50 + 9 * (i >= 10), 60 + 9 * (i >= 10)]))
+        if i == 4:
+            s["ghost"] = vcpus([1])       # no such domain
+        scans.append(s)
+    return scans
+
+
+# ---- hooks ----
+
+# One line per run: argv[0..4] and the stdin, tab-separated.
+RECORDER = """#!/bin/sh
+xml=$(cat)
+printf '%%s\\t%%s\\t%%s\\t%%s\\t%%s\\t%%s\\t%%s\\n' "$0" "$1" "$2" "$3" "$4" "$xml" \
+  "$(tr '\\0' ' ' < /proc/$$/environ)" >> '%(record)s'
+%(extra)s
+"""
+SLOW_IDLE = '[ "$2" = idle ] && sleep %s\n'
+HANG = """if [ "$1 $2 $3" = "web1 idle begin" ]; then
+  echo "hanging on purpose" >&2
+  sleep 1000 &
+  echo "$$ $!" >> '%(marker)s'
+  wait
+fi
+"""
+
+
+def write_hook(path, record, extra=""):
+    with open(path, "w") as f:
+        f.write(RECORDER % {"record": record, "extra": extra})
+    os.chmod(path, 0o755)
+
+
+def records(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                p = line.rstrip("\n").split("\t")
+                if len(p) == 7:
+                    out.append({"hook": p[0], "name": p[1], "op": p[2],
+                                "subop": p[3], "extra": p[4], "xml": p[5],
+                                "env": sorted(p[6].split())})
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def ev(r):
+    return "%s %s %s" % (r["op"], r["subop"], r["extra"])
+
+
+def by_domain(recs, hook=None):
+    out = {}
+    for r in recs:
+        if hook is None or r["hook"] == hook:
+            out.setdefault(r["name"], []).append(r)
+    return out
+
+
+# ---- running the bridge ----
+
+def bridge(args, timeout=60):
+    p = subprocess.run([BRIDGE] + args, capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Bridge:
+    """The bridge in the background, its stdout and stderr in files."""
+
+    def __init__(self, tmp, tag, args):
+        self.out_path = os.path.join(tmp, tag + ".out")
+        self.err_path = os.path.join(tmp, tag + ".err")
+        self.out_f = open(self.out_path, "w")
+        self.err_f = open(self.err_path, "w")
+        self.p = subprocess.Popen([BRIDGE] + args, stdout=self.out_f,
+                                  stderr=self.err_f)
+
+    def text(self, which="out"):
+        with open(self.out_path if which == "out" else self.err_path) as f:
+            return f.read()
+
+    def wait(self, timeout=60):
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+            rc = "timeout (killed)"
+        self.out_f.close()
+        self.err_f.close()
+        return rc
+
+
+def poll_until(fn, timeout):
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(0.05)
+
+
+STATE_LINE = re.compile(r"^(.+?): (NOT|SHORT|LONG|FULL|FULL_NOTED) \((.*)\)$")
+BACK_LINE = re.compile(r"^(.+?): metadata urn:sysidle:1 read back: (.*)$")
+
+
+def published(out):
+    """{domain: [(state, reason)]} from the log lines."""
+    d = {}
+    for line in out.splitlines():
+        m = STATE_LINE.match(line)
+        if m:
+            d.setdefault(m.group(1), []).append((m.group(2), m.group(3)))
+    return d
+
+
+def read_backs(out):
+    d = {}
+    for line in out.splitlines():
+        m = BACK_LINE.match(line)
+        if m:
+            try:
+                el = ET.fromstring(m.group(2))
+            except ET.ParseError:
+                el = None
+            d.setdefault(m.group(1), []).append(el)
+    return d
+
+
+def check_xml(r, uuid, vcpus, state_pred, what):
+    try:
+        dom = ET.fromstring(r["xml"])
+        st = dom.find("metadata/{%s}state" % NS)
+        ok = (dom.tag == "domain" and dom.findtext("name") == r["name"] and
+              dom.findtext("uuid") == uuid and
+              dom.findtext("vcpu") == str(vcpus) and st is not None and
+              state_pred(st.get("state")) and
+              SINCE.match(st.get("since", "")) is not None)
+    except ET.ParseError:
+        ok = False
+    return check(ok, what, r["xml"])
+
+
+# ---- the tests ----
+
+def test_main(tmp):
+    """A replay of 20 scans: the states published, read back, the hooks
+    per domain, end of replay = stop."""
+    node = os.path.join(tmp, "node.xml")
+    stats = os.path.join(tmp, "main.stats")
+    hooks = os.path.join(tmp, "hooks-main")
+    record = os.path.join(tmp, "main.rec")
+    os.makedirs(os.path.join(hooks, "vm.d"))
+    write_hook(os.path.join(hooks, "vm"), record)
+    write_hook(os.path.join(hooks, "vm.d", "20-rec"), record)
+    write_hook(os.path.join(hooks, "vm.d", ".hidden"), record)
+    write_stats(stats, main_scans())
+    b = Bridge(tmp, "main", ["--libvirt", "test://" + node, "--stats-file",
+                             stats, "--hooks", hooks, "--interval", "100",
+                             "--verbose"])
+    rc = b.wait(60)
+    out, err = b.text(), b.text("err")
+    check(rc == 0, "end of the replay: exit 0", "exit %s\n%s" % (rc, err))
+    pub = published(out)
+    exp = {
+        "web1": ["NOT", "FULL_NOTED", "NOT", "FULL_NOTED"],
+        "db & 2": ["NOT"],
+        "big": ["NOT", "SHORT", "LONG", "FULL_NOTED"],
+        "gone": ["NOT", "FULL_NOTED", "NOT", "FULL_NOTED"],
+        "resize": ["NOT", "FULL_NOTED", "NOT", "FULL_NOTED"],
+        "flap": ["NOT", "FULL_NOTED"],
+        "waiter": ["NOT", "FULL_NOTED", "NOT"],
+        "napper": ["NOT", "FULL_NOTED", "NOT", "FULL_NOTED"],
+    }
+    for name, states in exp.items():
+        got = [s for s, _ in pub.get(name, [])]
+        check(got == states, "%s: states published %s" % (name, states),
+              out)
+    check(set(pub) == set(exp), "nothing published for the domain without "
+          "statistics, the shut-off one or an unknown one", sorted(pub))
+    reasons = dict((n, [r for _, r in v]) for n, v in pub.items())
+    check(reasons.get("web1", [""])[0].startswith("watching 2 vCPUs") and
+          reasons["web1"][1:2] == ["2 vCPUs idle for 1 scan"] and
+          "full idle ended after 500 ms: vCPU 0 woke and halted again" in
+          reasons["web1"][2:3],
+          "web1: each publish logged with its reason", out)
+    check(reasons.get("big", [""] * 4)[3] == "12 vCPUs idle for 3 scans",
+          "big (12 vCPUs): FULL_NOTED after 3 all-idle scans", out)
+    check(reasons.get("waiter", [""] * 3)[2:] == [
+        "full idle ended after 1200 ms: vCPU 1 not halted for the whole "
+        "interval"], "waiter: idle by halt_wait_ns.sum while blocking.cur "
+        "reads 0, busy when it stops growing", out)
+    check(any("vCPU count 2 -> 3" in r for r in reasons.get("resize", [])),
+          "resize: the vCPU count change recreates the machine", out)
+    check("gone: stopped (the domain is gone)" in out,
+          "gone: shut off: logged as gone", out)
+    # metadata read back after each publish
+    backs = read_backs(out)
+    w = backs.get("web1", [])
+    ok = len(w) == 4 and all(e is not None and e.tag == "state" for e in w)
+    if ok:
+        ok = ([e.get("name") for e in w] == exp["web1"] and
+              [e.get("num") for e in w] == ["0", "4", "0", "4"] and
+              all(re.fullmatch(r"\d{13}", e.get("since_unix_ms", ""))
+                  for e in w) and
+              [e.get("full_idle_periods") for e in w] == ["0", "1", "1", "2"]
+              and all(e.get("vcpus") == "2" for e in w))
+    check(ok, "web1: the metadata read back after each change: <state "
+          "name num since_unix_ms full_idle_periods vcpus/>",
+          "\n".join(l for l in out.splitlines() if "read back" in l))
+    r = backs.get("resize", [])
+    check(r and r[-1] is not None and r[-1].get("vcpus") == "3" and
+          r[-1].get("name") == "FULL_NOTED", "resize: 3 vCPUs in the "
+          "metadata after the change", r and r[-1] is not None and
+          r[-1].attrib)
+    check(reasons.get("napper", [""] * 3)[2:3] == [
+        "full idle ended after 900 ms: vCPU 0 first sample"],
+        "napper: FULL_NOTED kept while paused (its counters moving), a new "
+        "baseline once it runs again", out)
+    check(len(re.findall(r"^(.+): metadata removed", out, re.M)) == 8,
+          "the stop removes the metadata of each watched domain", out)
+    # warnings
+    check(err.count("nostats: no vcpu.N.halt_exits.sum") == 1 and
+          "not watched, never reported idle" in err,
+          "the domain without statistics: one warning", err)
+    check(err.count("no active libvirt domain 'ghost'") == 1,
+          "a replayed domain libvirt does not have: one warning", err)
+    # hooks
+    recs = records(record)
+    vm = os.path.join(os.path.realpath(hooks), "vm")
+    rec20 = os.path.join(os.path.realpath(hooks), "vm.d", "20-rec")
+    check(len(recs) % 2 == 0 and all(
+        a["hook"] == vm and b_["hook"] == rec20 and ev(a) == ev(b_) and
+        a["name"] == b_["name"] for a, b_ in zip(recs[::2], recs[1::2])),
+        "each event: DIR/vm then vm.d/20-rec (dot files skipped)",
+        "\n".join("%s %s %s" % (r["hook"], r["name"], ev(r)) for r in recs))
+    dom = by_domain(recs, vm)
+    exp_hooks = {
+        "web1": ["started begin -", "idle begin -", "idle end 500",
+                 "idle begin -", "idle end MS", "stopped end -"],
+        "db & 2": ["started begin -", "stopped end -"],
+        "big": ["started begin -", "idle begin -", "idle end MS",
+                "stopped end -"],
+        "gone": ["started begin -", "idle begin -", "idle end MS",
+                 "stopped end -", "started begin -", "idle begin -",
+                 "idle end MS", "stopped end -"],
+        "resize": ["started begin -", "idle begin -", "idle end 900",
+                   "idle begin -", "idle end MS", "stopped end -"],
+        "flap": ["started begin -", "idle begin -", "idle end MS",
+                 "stopped end -"],
+        "waiter": ["started begin -", "idle begin -", "idle end 1200",
+                   "stopped end -"],
+        "napper": ["started begin -", "idle begin -", "idle end 900",
+                   "idle begin -", "idle end MS", "stopped end -"],
+    }
+    for name, want in exp_hooks.items():
+        got = [re.sub(r"^idle end \d+$", "idle end MS", ev(r))
+               if w == "idle end MS" else ev(r)
+               for r, w in zip(dom.get(name, []), want)]
+        check(got == want and len(dom.get(name, [])) == len(want),
+              "%s: hooks %s" % (name, ", ".join(want)),
+              [ev(r) for r in dom.get(name, [])])
+    check(set(dom) == set(exp_hooks), "no hooks for the domain without "
+          "statistics, nor the shut-off one", sorted(dom))
+    uuids = dict((n, UUID % u) for n, _, u, _ in DOMAINS)
+    w = dom.get("web1", [])
+    if len(w) >= 3:
+        check_xml(w[0], uuids["web1"], 2, lambda s: s == "NOT",
+                  "web1 started: domain XML on stdin (name, uuid, 2 vCPUs)")
+        check_xml(w[1], uuids["web1"], 2, lambda s: s == "FULL_NOTED",
+                  "web1 idle begin: domain XML with state FULL_NOTED")
+        check_xml(w[2], uuids["web1"], 2, lambda s: s == "NOT",
+                  "web1 idle end: domain XML with state NOT")
+    d = dom.get("db & 2", [])
+    if d:
+        check_xml(d[0], uuids["db & 2"], 1, lambda s: s == "NOT",
+                  "'db & 2': the name intact in argv, escaped in the XML")
+        check("<name>db &amp; 2</name>" in d[0]["xml"],
+              "'db & 2': &amp; in <name>", d[0]["xml"])
+    r = dom.get("resize", [])
+    if len(r) >= 4:
+        check_xml(r[3], uuids["resize"], 3, lambda s: s == "FULL_NOTED",
+                  "resize: the hooks see 3 vCPUs after the change")
+    check(all(r["env"] == sorted(ENV) for r in recs),
+          "hooks: environment exactly LC_ALL, PATH, HOME",
+          set(tuple(r["env"]) for r in recs))
+
+
+def test_coalesce(tmp):
+    """A slow hook: one domain's idle state flaps every scan, another's
+    reaches FULL_NOTED once. The flapping one's pending idle hooks coalesce
+    (alternating, in order), the other's are not lost to them."""
+    node = os.path.join(tmp, "node.xml")
+    stats = os.path.join(tmp, "coalesce.stats")
+    hooks = os.path.join(tmp, "hooks-slow")
+    record = os.path.join(tmp, "slow.rec")
+    os.makedirs(hooks)
+    write_hook(os.path.join(hooks, "vm"), record, SLOW_IDLE % "0.5")
+    scans = []
+    for i in range(24):
+        # flap: busy every third scan: NOT, FULL_NOTED, FULL_NOTED, NOT...
+        scans.append({"flap": vcpus([i // 3]),
+                      "web1": vcpus([1, 1]) if i >= 10 else
+                      vcpus([i, 1])})
+    write_stats(stats, scans)
+    b = Bridge(tmp, "coalesce", ["--libvirt", "test://" + node,
+                                 "--stats-file", stats, "--hooks", hooks,
+                                 "--interval", "100"])
+    rc = b.wait(120)
+    out = b.text()
+    changes = [s for s, _ in published(out).get("flap", [])]
+    noted = changes.count("FULL_NOTED")
+    dom = by_domain(records(record))
+    flap = [ev(r) for r in dom.get("flap", [])]
+    idle = [e for e in flap if e.startswith("idle ")]
+    check(rc == 0 and noted >= 6, "flap: %d full idle periods in 24 scans"
+          % noted, "exit %s\n%s" % (rc, out))
+    check(1 <= len(idle) < 2 * noted, "flap: %d idle hooks for %d idle "
+          "state changes (coalesced)" % (len(idle), 2 * noted), flap)
+    check(all(e.startswith("idle begin") == (i % 2 == 0)
+              for i, e in enumerate(idle)) and
+          idle and idle[-1].startswith("idle end"),
+          "flap: idle begin and idle end alternate, ending with idle end",
+          flap)
+    check(flap[:1] == ["started begin -"] and flap[-1:] == ["stopped end -"],
+          "flap: started first, stopped last (never dropped)", flap)
+    web = [ev(r) for r in dom.get("web1", [])]
+    check([re.sub(r"\d+$", "MS", e) for e in web] ==
+          ["started begin -", "idle begin -", "idle end MS", "stopped end -"],
+          "web1: its idle hooks are not coalesced away by flap's", web)
+    xs = [(ET.fromstring(r["xml"]).find("metadata/{%s}state" % NS)
+           .get("since"), r["name"], ev(r)) for r in records(record)]
+    check([x for x in xs if x[1] == "flap"] ==
+          sorted(x for x in xs if x[1] == "flap"),
+          "flap: hooks in the order of the changes", xs)
+
+
+def test_sigterm(tmp):
+    """SIGTERM while domains are fully idle: idle end, then stopped end
+    for each, metadata removed, exit 0."""
+    node = os.path.join(tmp, "node.xml")
+    stats = os.path.join(tmp, "long.stats")
+    hooks = os.path.join(tmp, "hooks-term")
+    record = os.path.join(tmp, "term.rec")
+    os.makedirs(hooks)
+    write_hook(os.path.join(hooks, "vm"), record)
+    write_stats(stats, [{"web1": vcpus([1, 1]), "flap": vcpus([i])}
+                        for i in range(1200)])
+    b = Bridge(tmp, "term", ["--libvirt", "test://" + node, "--stats-file",
+                             stats, "--hooks", hooks, "--interval", "50"])
+    up = poll_until(lambda: [r for r in records(record)
+                             if ev(r) == "idle begin -"], 20)
+    check(up, "web1 reaches FULL_NOTED, its idle begin hook runs",
+          b.text("err"))
+    t0 = time.monotonic()
+    b.p.send_signal(signal.SIGTERM)
+    rc = b.wait(30)
+    dt = time.monotonic() - t0
+    out = b.text()
+    check(rc == 0 and dt < 5, "SIGTERM: exit 0 in %.1f s" % dt,
+          "exit %s\n%s" % (rc, b.text("err")))
+    dom = by_domain(records(record))
+    web = [re.sub(r"\d+$", "MS", ev(r)) for r in dom.get("web1", [])]
+    check(web == ["started begin -", "idle begin -", "idle end MS",
+                  "stopped end -"],
+          "web1: idle end before stopped end at SIGTERM", web)
+    flap = [ev(r) for r in dom.get("flap", [])]
+    check(flap == ["started begin -", "stopped end -"],
+          "flap (busy): stopped end at SIGTERM", flap)
+    check("web1: metadata removed" in out and "flap: metadata removed" in out,
+          "SIGTERM: the metadata is removed", out)
+
+
+def proc_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_hang(tmp):
+    """A hook that hangs is killed (its process group too) at
+    --hook-timeout; the scans and the publishing go on meanwhile."""
+    node = os.path.join(tmp, "node.xml")
+    stats = os.path.join(tmp, "hang.stats")
+    hooks = os.path.join(tmp, "hooks-hang")
+    record = os.path.join(tmp, "hang.rec")
+    marker = os.path.join(tmp, "hang.pids")
+    os.makedirs(hooks)
+    write_hook(os.path.join(hooks, "vm"), record, HANG % {"marker": marker})
+    # web1 idle from scan 1; flap changes state at scans 10 and 20
+    write_stats(stats, [{"web1": vcpus([1, 1]),
+                         "flap": vcpus([1 if i < 10 else 2 if i < 20 else 3])}
+                        for i in range(40)])
+    b = Bridge(tmp, "hang", ["--libvirt", "test://" + node, "--stats-file",
+                             stats, "--hooks", hooks, "--interval", "100",
+                             "--hook-timeout", "2"])
+    pids = poll_until(lambda: os.path.exists(marker) and
+                      open(marker).read().split(), 10)
+    t0 = time.monotonic()
+    check(pids, "the hanging hook runs on web1's idle begin", b.text("err"))
+    killed_re = re.compile(r"hook %s web1 idle begin: killed after 2s; "
+                           r"stderr: hanging on purpose" %
+                           re.escape(os.path.join(os.path.realpath(hooks),
+                                                  "vm")))
+    killed = poll_until(lambda: killed_re.search(b.text("err")), 10)
+    dt = time.monotonic() - t0
+    out = b.text()
+    check(killed and 1.5 < dt < 5, "--hook-timeout 2: killed after %.1f s, "
+          "logged with its stderr" % dt, b.text("err"))
+    # flap: FULL_NOTED at scan 1, NOT at scan 10 (1 s in), while the hook
+    # still hung: the scans and the publishing never wait for a hook
+    check("flap: NOT (full idle ended after 900 ms: vCPU 0 woke and halted "
+          "again)" in out, "while the hook hangs, the scans go on and "
+          "publish", out)
+    if pids:
+        hook_pid, sleep_pid = map(int, pids[:2])
+        gone = poll_until(lambda: not proc_alive(hook_pid) and
+                          not proc_alive(sleep_pid), 5)
+        check(gone, "the hook's process group is killed (its child too)",
+              pids)
+    rc = b.wait(30)
+    out = b.text()
+    check(rc == 0, "end of the replay: exit 0", "exit %s\n%s" %
+          (rc, b.text("err")))
+    evs = [ev(r) for r in records(record) if r["name"] == "flap"]
+    check(evs[:1] == ["started begin -"] and evs[-1:] == ["stopped end -"],
+          "the other domain's hooks still ran", evs)
+
+
+def test_once(tmp):
+    node = os.path.join(tmp, "node.xml")
+    stats = os.path.join(tmp, "once.stats")
+    write_stats(stats, main_scans(3))
+    rc, out, err = bridge(["--libvirt", "test://" + node, "--stats-file",
+                           stats, "--once", "--verbose"])
+    lines = out.splitlines()
+    check(rc == 0 and "web1: FULL_NOTED (2 vCPUs idle for 1 scan)" in lines
+          and "big: SHORT (12 vCPUs idle for 1 scan)" in lines and
+          any(l.startswith("nostats: SKIPPED (") for l in lines) and
+          any(l.startswith("db & 2: NOT (vCPU 0 woke and halted again")
+              for l in lines),
+          "--once: two scans, each domain's state printed", out + err)
+    backs = read_backs(out)
+    w = backs.get("web1", [None])[-1]
+    check(w is not None and w.get("name") == "FULL_NOTED" and
+          w.get("num") == "4", "--once --verbose: the metadata set, read "
+          "back", out)
+
+
+def test_errors(tmp):
+    node = os.path.join(tmp, "node.xml")
+    for args, what in [(["--interval", "0"], "--interval 0"),
+                       (["--interval", "abc"], "--interval abc"),
+                       (["--interval", "3600001"], "--interval too large"),
+                       (["--hook-timeout", "0"], "--hook-timeout 0"),
+                       (["--hook-timeout", "x"], "--hook-timeout x"),
+                       (["--bogus"], "an unknown option"),
+                       (["--libvirt"], "a missing value"),
+                       (["extra"], "an argument")]:
+        rc, out, err = bridge(args)
+        check(rc == 2 and err.startswith("sysidle-libvirt: ") and
+              "Try 'sysidle-libvirt --help'" in err and not out,
+              "bad options (%s): a clear error, exit 2" % what,
+              "exit %s\n%s%s" % (rc, out, err))
+    rc, out, err = bridge(["--help"])
+    check(rc == 0 and all(o in out for o in [
+        "--libvirt URI", "--interval MS", "--hooks DIR", "--hook-timeout",
+        "--once", "--stats-file FILE", "--verbose", "--help",
+        "qemu:///system", "/etc/sysidle/hooks", "(default 100)",
+        "(default 10)"]), "--help lists every option and its default", out)
+    bad = os.path.join(tmp, "bad.stats")
+    with open(bad, "w") as f:
+        f.write("0 web1 vcpu.0.halt_exits.sum=1\n100 web1 vcpu.0.blocking=x\n")
+    rc, out, err = bridge(["--libvirt", "test://" + node, "--stats-file",
+                           bad, "--once"])
+    check(rc == 1 and "--stats-file '%s': line 2: expected KEY=VALUE" % bad
+          in err, "a malformed stats file: where and why, exit 1",
+          "exit %s\n%s" % (rc, err))
+    rc, out, err = bridge(["--libvirt", "test://" + node, "--stats-file",
+                           os.path.join(tmp, "missing"), "--once"])
+    check(rc == 1 and "No such file" in err, "a missing stats file: exit 1",
+          "exit %s\n%s" % (rc, err))
+
+
+def main():
+    if not BRIDGE or not os.access(BRIDGE, os.X_OK):
+        print("1..0 # SKIP sysidle-libvirt is not built")
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        node = os.path.join(tmp, "node.xml")
+        node_xml(node, DOMAINS)
+        probe = os.path.join(tmp, "probe.stats")
+        write_stats(probe, [{"web1": ""}])
+        rc, out, err = bridge(["--libvirt", "test://" + node, "--stats-file",
+                               probe, "--once"])
+        if rc != 0 and "cannot connect to libvirt" in err:
+            print("1..0 # SKIP libvirt's test driver cannot open %s: %s" %
+                  (node, err.strip()))
+            return 77
+        test_errors(tmp)
+        test_once(tmp)
+        test_main(tmp)
+        test_coalesce(tmp)
+        test_sigterm(tmp)
+        test_hang(tmp)
+    print("1..%d" % N)
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,567 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""End to end with a real libvirtd: this project's idle.elf booted as a
+transient QEMU/KVM domain, its vCPU statistics, build/sysidle-libvirt
+publishing FULL_NOTED into the domain's metadata, and
+tools/sysidle-consolidate --libvirt packing its vCPUs.
+
+The test starts its own libvirtd (root only), private from the system's:
+in a mount namespace of its own (unshare -m), /etc, /run and /var are
+overlays whose upper layers are in a temporary directory, so whatever
+libvirtd and QEMU write there (/etc/libvirt/qemu.conf: QEMU as root, no
+security driver, no cgroups, no namespaces, stdio to files; the QEMU user
+and group libvirtd is built with, added to passwd and group where the
+distribution did not create them; /run/libvirt, /var/lib/libvirt,
+/var/cache/libvirt, /var/log/libvirt) never reaches the host's files, and
+two runs do not meet. Its sockets are in the temporary directory, reached
+as qemu:///system?socket=PATH. libvirtd runs in the foreground and is
+stopped by its PID (SIGTERM, SIGKILL after 10 s); the domain is
+destroyed, a QEMU left over is killed by the PID in its pidfile, the
+temporary directory removed, even on failure.
+
+Steps (TAP on stdout, one check each):
+  1. libvirtd starts and answers on its socket
+  2. the domain (idle.elf hz=0, 2 vCPUs, host-passthrough CPU without
+     arch-capabilities) boots: "idle: 2 cpus up" on its serial console
+  3. virConnectGetAllDomainStats(VCPU) has vcpu.N.halt_exits.sum and
+     vcpu.N.blocking.cur for every vCPU (the keys seen are listed)
+  4. build/sysidle-libvirt --libvirt URI --interval 100 --once (then the
+     daemon for up to 10 s if needed) brings the domain's metadata
+     (urn:sysidle:1) to <state name="FULL_NOTED" .../>
+  5. tools/sysidle-consolidate --libvirt URI --once packs every vCPU onto
+     the idle CPU (the last CPU), read back with virDomainGetVcpuPinInfo
+A step whose program is missing (not built, no --libvirt yet) or whose
+input is missing (no KVM statistics) is "ok N # SKIP reason"; when step 4
+is skipped, step 5 runs on metadata written by the test itself.
+
+usage: test_libvirt_e2e.py BUILD_DIR SOURCE_DIR
+Exit: 0 passed (maybe with skips), 1 a check failed, 77 nothing could run
+(not root, no /dev/kvm, no libvirtd, QEMU or python3-libvirt, libvirtd
+did not start)."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+SKIP = 77
+NS = "urn:sysidle:1"
+BOOT_TIMEOUT_S = 120
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 10
+TOOL_TIMEOUT_S = 60
+DAEMON_S = 10
+# overlaid in the namespace: what libvirtd and QEMU write there stays in
+# the temporary directory
+OVERLAID = ["etc", "run", "var"]
+# the QEMU user and group a distribution's libvirtd is built with (Debian's
+# libvirt-daemon-system creates them), and ids for them if missing
+QEMU_IDS = {"libvirt-qemu": 64055, "kvm": 64056}
+QEMU_CONF = """user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+security_driver = "none"
+cgroup_controllers = [ ]
+namespaces = [ ]
+stdio_handler = "file"
+"""
+
+count = 0
+failures = []
+
+
+def check(ok, what, detail=""):
+    global count
+    count += 1
+    print(("ok" if ok else "not ok") + " %d - %s" % (count, what))
+    if not ok:
+        failures.append(what)
+        for line in str(detail).splitlines()[-25:]:
+            print("#   " + line)
+    sys.stdout.flush()
+    return ok
+
+
+def skip(what, why):
+    global count
+    count += 1
+    print("ok %d - %s # SKIP %s" % (count, what, why))
+    sys.stdout.flush()
+
+
+def diag(msg):
+    for line in str(msg).splitlines():
+        print("# " + line)
+    sys.stdout.flush()
+
+
+def skip_all(why):
+    print("1..0 # SKIP " + why)
+    return SKIP
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def poll_until(fn, timeout, step=0.1):
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() >= end:
+            return None
+        time.sleep(step)
+
+
+def kill_pid(pid, timeout=STOP_TIMEOUT_S, proc=None):
+    """SIGTERM to @pid, SIGKILL after @timeout s; reaped when @proc (its
+    Popen) is given. True when it had to be killed."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        if proc:
+            proc.wait()
+        return False
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc is not None:
+            if proc.poll() is not None:
+                return False
+        elif not os.path.exists("/proc/%d" % pid) or \
+                "zombie" in read("/proc/%d/status" % pid).lower():
+            return False
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if proc:
+        proc.wait()
+    return True
+
+
+def run_tool(cmd, timeout=TOOL_TIMEOUT_S):
+    """(status or None on a hang, output); a hang is killed by PID."""
+    diag("$ " + " ".join(cmd))
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return None, out
+
+
+class Libvirtd:
+    """A private libvirtd in a mount namespace of its own, /etc, /run and
+    /var overlaid there with upper layers in @tmp."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.proc = None
+        self.sockdir = os.path.join(tmp, "sock")
+        self.uri = "qemu:///system?socket=%s/libvirt-sock" % self.sockdir
+        self.log = os.path.join(tmp, "libvirtd.log")
+        self.conf = os.path.join(tmp, "conf")
+        self.ovl = os.path.join(tmp, "ovl")
+
+    def upper(self, path):
+        """Where what the namespace wrote to @path (under /etc, /run or
+        /var) is, seen from outside."""
+        top, rest = path.strip("/").split("/", 1)
+        return os.path.join(self.ovl, top, "upper", rest)
+
+    def start(self):
+        os.makedirs(self.sockdir, mode=0o700)
+        os.makedirs(self.conf)
+        with open(os.path.join(self.conf, "libvirtd.conf"), "w") as f:
+            f.write('unix_sock_dir = "%s"\n' % self.sockdir)
+            f.write('unix_sock_rw_perms = "0700"\n')
+            f.write('auth_unix_rw = "none"\nauth_unix_ro = "none"\n')
+            f.write('log_outputs = "3:stderr"\n')
+        with open(os.path.join(self.conf, "qemu.conf"), "w") as f:
+            f.write(QEMU_CONF)
+        # libvirtd resolves its built-in QEMU user and group before it
+        # reads qemu.conf: where the distribution's package did not create
+        # them, the namespace's passwd and group get them
+        for f, line in [("passwd", "%s:x:%d:%d::/nonexistent:/bin/false\n"),
+                        ("group", "%s:x:%d:\n")]:
+            names = {l.split(":", 1)[0]
+                     for l in read("/etc/" + f).splitlines()}
+            with open(os.path.join(self.conf, f + ".add"), "w") as fo:
+                for n in QEMU_IDS:
+                    if n not in names:
+                        fo.write(line % ((n, QEMU_IDS[n], QEMU_IDS[n])
+                                         if f == "passwd" else
+                                         (n, QEMU_IDS[n])))
+        script = "set -e\n"
+        for top in OVERLAID:
+            up, work = (os.path.join(self.ovl, top, d)
+                        for d in ("upper", "work"))
+            os.makedirs(up)
+            os.makedirs(work)
+            script += ("mount -t overlay overlay -o lowerdir=/%s,upperdir=%s,"
+                       "workdir=%s /%s\n" % (top, up, work, top))
+        script += (
+            'mkdir -p /etc/libvirt\n'
+            'cp "$1/qemu.conf" /etc/libvirt/qemu.conf\n'
+            'cat "$1/passwd.add" >> /etc/passwd\n'
+            'cat "$1/group.add" >> /etc/group\n'
+            'exec /usr/sbin/libvirtd -f "$1/libvirtd.conf" -p "$2"\n')
+        self.logf = open(self.log, "w")
+        self.proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "--",
+             "sh", "-c", script, "sh", self.conf,
+             os.path.join(self.tmp, "libvirtd.pid")],
+            stdin=subprocess.DEVNULL, stdout=self.logf,
+            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def domain_log(self, name):
+        return read(self.upper("/var/log/libvirt/qemu/%s.log" % name))
+
+    def qemu_pids(self):
+        """PIDs in the private /run/libvirt/qemu/*.pid that still run
+        QEMU."""
+        out = []
+        d = self.upper("/run/libvirt/qemu")
+        try:
+            names = os.listdir(d)
+        except OSError:
+            return out
+        for n in names:
+            if not n.endswith(".pid"):
+                continue
+            try:
+                pid = int(read(os.path.join(d, n)).strip())
+            except ValueError:
+                continue
+            if "qemu" in read("/proc/%d/cmdline" % pid):
+                out.append(pid)
+        return out
+
+    def stop(self):
+        """libvirtd by its PID, then any QEMU it left; returns a list of
+        what had to be killed."""
+        killed = []
+        qemus = self.qemu_pids()
+        if self.proc is not None:
+            if kill_pid(self.proc.pid, proc=self.proc):
+                killed.append("libvirtd %d" % self.proc.pid)
+            self.logf.close()
+        for pid in qemus + self.qemu_pids():
+            if os.path.exists("/proc/%d" % pid):
+                os.kill(pid, signal.SIGKILL)
+                killed.append("qemu %d" % pid)
+        return killed
+
+
+def domain_xml(name, kernel, serial, cpus):
+    # hz=0: no tick at all, so no halt exit while idle (the bridge has no
+    # timekeeper rule: any halt exit is a busy interval)
+    return """<domain type='kvm'>
+  <name>%s</name>
+  <memory unit='MiB'>128</memory>
+  <vcpu placement='static'>%d</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>%s</kernel>
+    <cmdline>hz=0</cmdline>
+  </os>
+  <cpu mode='host-passthrough' check='none' migratable='off'>
+    <feature policy='disable' name='arch-capabilities'/>
+  </cpu>
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>%s</emulator>
+    <controller type='usb' model='none'/>
+    <serial type='file'><source path='%s'/><target port='0'/></serial>
+    <video><model type='none'/></video>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+""" % (name, cpus, kernel, shutil.which("qemu-system-x86_64"), serial)
+
+
+def vcpu_stats(conn, libvirt, dom):
+    """{key: value} of the domain's vcpu.* statistics."""
+    res = conn.domainListGetStats([dom], libvirt.VIR_DOMAIN_STATS_VCPU)
+    return dict(res[0][1]) if res else {}
+
+
+def metadata_state(libvirt, dom):
+    """(name=, the XML) of <state> in the domain's urn:sysidle:1
+    metadata; None when there is none."""
+    try:
+        xml = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, NS)
+    except libvirt.libvirtError:
+        return None
+    m = re.search(r"""<(?:\w+:)?state\b[^>]*\bname=["']([A-Z_]+)["']""",
+                  xml)
+    return (m.group(1), xml) if m else (None, xml)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    build, src = sys.argv[1], sys.argv[2]
+    kernel = os.path.abspath(os.path.join(build, "guest-tools", "idle.elf"))
+    bridge = os.path.join(build, "sysidle-libvirt")
+    consolidate = os.path.join(src, "tools", "sysidle-consolidate")
+    if os.geteuid() != 0:
+        return skip_all("not root: a private libvirtd with KVM needs root")
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+    except OSError as e:
+        return skip_all("/dev/kvm is not usable (%s)" % e)
+    for what, path in [("libvirtd", "/usr/sbin/libvirtd"),
+                       ("unshare", shutil.which("unshare")),
+                       ("qemu-system-x86_64",
+                        shutil.which("qemu-system-x86_64"))]:
+        if not path or not os.access(path, os.X_OK):
+            return skip_all("%s not installed" % what)
+    try:
+        import libvirt
+    except ImportError:
+        return skip_all("python3-libvirt missing for %s" % sys.executable)
+    if not os.path.exists(kernel):
+        return skip_all("%s not built" % kernel)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_term)
+    # quiet libvirt's default error printing; errors are raised anyway
+    libvirt.registerErrorHandler(lambda ctx, err: None, None)
+
+    tmp = tempfile.mkdtemp(prefix="sysidle-e2e-")
+    os.chmod(tmp, 0o755)
+    lv = Libvirtd(tmp)
+    conn = None
+    helpers = []
+    started = False
+    try:
+        t0 = time.monotonic()
+        lv.start()
+
+        def connect():
+            if lv.proc.poll() is not None:
+                return "exited"
+            if not os.path.exists(os.path.join(lv.sockdir, "libvirt-sock")):
+                return None
+            try:
+                return libvirt.open(lv.uri)
+            except libvirt.libvirtError:
+                return None
+        c = poll_until(connect, START_TIMEOUT_S, 0.2)
+        if c is None or c == "exited":
+            print("1..0 # SKIP libvirtd did not start (%s)" %
+                  ("exited %s" % lv.proc.returncode if c else "no socket in "
+                   "%d s" % START_TIMEOUT_S))
+            diag(read(lv.log)[-3000:])
+            return SKIP
+        started = True
+        conn = c
+        check(True, "private libvirtd %s answers on %s (%.1f s)" %
+              (conn.getLibVersion(), lv.uri, time.monotonic() - t0))
+        return steps(libvirt, lv, conn, tmp, kernel, bridge, consolidate,
+                     helpers)
+    except KeyboardInterrupt as e:
+        check(False, "interrupted (%s)" % e)
+        return 1
+    except Exception as e:
+        check(False, "unexpected error: %s" % e, traceback.format_exc())
+        return 1
+    finally:
+        # a second SIGTERM (a harness's timeout) must not cut the cleanup
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for p in helpers:
+            if p.poll() is None:
+                kill_pid(p.pid, proc=p)
+        if conn is not None:
+            try:
+                for d in conn.listAllDomains():
+                    if d.name().startswith("sysidle-e2e-") and d.isActive():
+                        d.destroy()
+            except libvirt.libvirtError as e:
+                diag("destroy: %s" % e)
+            try:
+                conn.close()
+            except libvirt.libvirtError:
+                pass
+        killed = lv.stop()
+        if killed:
+            diag("killed with SIGKILL: " + ", ".join(killed))
+        if started and failures:
+            diag("libvirtd log (end):\n" + read(lv.log)[-3000:])
+        shutil.rmtree(tmp, ignore_errors=True)
+        if count:
+            print("1..%d" % count)
+            if failures:
+                print("# %d of %d failed: %s" % (len(failures), count,
+                                                "; ".join(failures)))
+
+
+def steps(libvirt, lv, conn, tmp, kernel, bridge, consolidate, helpers):
+    ncpu = 2
+    name = "sysidle-e2e-%d" % os.getpid()
+    serial = os.path.join(tmp, "serial.log")
+    t0 = time.monotonic()
+    try:
+        dom = conn.createXML(domain_xml(name, kernel, serial, ncpu), 0)
+    except libvirt.libvirtError as e:
+        check(False, "transient domain %s created" % name,
+              "%s\n%s" % (e, lv.domain_log(name)))
+        return finish()
+    up = poll_until(lambda: "idle: %d cpus up" % ncpu in read(serial),
+                    BOOT_TIMEOUT_S, 0.2)
+    if not check(bool(up), "domain %s boots idle.elf hz=0 on %d vCPUs "
+                 "(%.1f s)" % (name, ncpu, time.monotonic() - t0),
+                 "serial:\n%s\nqemu log:\n%s" % (
+                     read(serial), lv.domain_log(name))):
+        return finish()
+    time.sleep(1)
+
+    # 3. KVM's per-vCPU statistics through libvirt
+    st = vcpu_stats(conn, libvirt, dom)
+    keys = sorted({re.sub(r"^vcpu\.\d+\.", "vcpu.N.", k) for k in st})
+    diag("vcpu statistics keys: " + " ".join(keys))
+    want = ["vcpu.%d.%s" % (i, s) for i in range(ncpu)
+            for s in ("halt_exits.sum", "blocking.cur")]
+    have_stats = all(k in st for k in want)
+    if have_stats:
+        # Three more samples 0.5 s apart: what an idle guest's vCPUs look
+        # like to a poller, next to what the host says of their threads
+        # (QEMU reads a vCPU's statistics on that vCPU's thread: a query
+        # may itself take the vCPU out of kvm_vcpu_block).
+        samples = [st]
+        for _ in range(3):
+            time.sleep(0.5)
+            samples.append(vcpu_stats(conn, libvirt, dom))
+        for i in range(ncpu):
+            diag("vcpu.%d over %d queries 0.5 s apart: %s" % (
+                i, len(samples), ", ".join(
+                    "%s %s" % (k, [s.get("vcpu.%d.%s" % (i, k))
+                                   for s in samples])
+                    for k in ("halt_exits.sum", "blocking.cur",
+                              "signal_exits.sum", "halt_wait_ns.sum"))))
+        for pid in lv.qemu_pids():
+            for tid in sorted(os.listdir("/proc/%d/task" % pid), key=int):
+                comm = read("/proc/%d/task/%s/comm" % (pid, tid)).strip()
+                if "/KVM" in comm:
+                    diag("host thread %s (%s): state %s, wchan %s" % (
+                        tid, comm, read("/proc/%d/task/%s/stat" % (
+                            pid, tid)).rsplit(")", 1)[-1].split()[:1],
+                        read("/proc/%d/task/%s/wchan" % (pid, tid)) or "-"))
+        check(True, "vcpu.N.halt_exits.sum and vcpu.N.blocking.cur for "
+              "every vCPU")
+    else:
+        skip("vcpu.N.halt_exits.sum and vcpu.N.blocking.cur for every vCPU",
+             "this KVM/QEMU gives no such statistics (missing: %s)" %
+             " ".join(k for k in want if k not in st))
+
+    # 4. the bridge publishes FULL_NOTED
+    what = "sysidle-libvirt: the domain's metadata reaches FULL_NOTED"
+    daemon = None       # the bridge left running for step 5
+    if not have_stats:
+        skip(what, "no KVM vCPU statistics to feed it")
+    elif not os.access(bridge, os.X_OK):
+        skip(what, "%s not built" % bridge)
+    else:
+        rc, out = run_tool([bridge, "--libvirt", lv.uri, "--interval",
+                            "100", "--once"])
+        diag(out.strip())
+        ms = metadata_state(libvirt, dom)
+        how = "--once (exit %s)" % rc
+        if (ms or (None,))[0] != "FULL_NOTED" and rc not in (None, 2):
+            diag("not FULL_NOTED after --once (%s): the daemon for up to "
+                 "%d s" % (ms and ms[0], DAEMON_S))
+            # its output goes to a file: it runs on through step 5 (on
+            # SIGTERM it removes the metadata that step 5 reads)
+            daemon_log = os.path.join(tmp, "bridge.log")
+            with open(daemon_log, "w") as f:
+                daemon = subprocess.Popen(
+                    [bridge, "--libvirt", lv.uri, "--interval", "100"],
+                    stdin=subprocess.DEVNULL, stdout=f,
+                    stderr=subprocess.STDOUT, start_new_session=True)
+            helpers.append(daemon)
+            ms = poll_until(lambda: (lambda m: m if m and m[0] ==
+                                     "FULL_NOTED" else None)(
+                metadata_state(libvirt, dom)), DAEMON_S, 0.2) or \
+                metadata_state(libvirt, dom)
+            out = read(daemon_log)
+            how = "the daemon, %s" % ("running" if daemon.poll() is None
+                                      else "exit %s" % daemon.returncode)
+        check(bool(ms) and ms[0] == "FULL_NOTED", what + " (%s)" % how,
+              "metadata: %s\n%s" % (ms and ms[1], out))
+        if ms:
+            diag("metadata: " + ms[1].strip())
+
+    # 5. consolidation packs the vCPUs
+    what = "sysidle-consolidate --libvirt --once: every vCPU pinned to the " \
+        "idle CPU"
+    rc, helptext = run_tool([sys.executable, consolidate, "--help"])
+    host = sorted(os.sched_getaffinity(0))
+    idle = host[-1]
+    if "--libvirt" not in (helptext or ""):
+        skip(what, "sysidle-consolidate has no --libvirt option yet")
+    elif len(host) < 2:
+        skip(what, "only one host CPU: packing would not be visible")
+    else:
+        ms = metadata_state(libvirt, dom)
+        if not ms or ms[0] != "FULL_NOTED":
+            # no bridge, or it did not publish: the state it would write
+            dom.setMetadata(
+                libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+                '<state name="FULL_NOTED" num="4" since_unix_ms="%d"/>' %
+                int(time.time() * 1000), "sysidle", NS,
+                libvirt.VIR_DOMAIN_AFFECT_LIVE)
+            diag("metadata FULL_NOTED written by the test (the bridge did "
+                 "not publish it)")
+        before = dom.vcpuPinInfo(libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        # --dir: an empty directory, so that no VMM control socket of the
+        # host (the default directory) is looked at, let alone packed
+        novmm = os.path.join(tmp, "no-vmm")
+        os.makedirs(novmm, exist_ok=True)
+        rc, out = run_tool([sys.executable, consolidate, "--libvirt", lv.uri,
+                            "--dir", novmm, "--once", "--idle-cpus",
+                            str(idle)])
+        diag(out.strip())
+        after = dom.vcpuPinInfo(libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+        def cpus(mask):
+            return [c for c, on in enumerate(mask) if on]
+        check(rc == 0 and all(cpus(m) == [idle] for m in after),
+              what + " %d (exit %s)" % (idle, rc),
+              "before %s\nafter %s\n%s" % (
+                  [cpus(m) for m in before], [cpus(m) for m in after], out))
+    if daemon is not None:
+        killed = kill_pid(daemon.pid, proc=daemon)
+        diag("sysidle-libvirt daemon %s:\n%s" % (
+            "killed" if killed else "exit %s" % daemon.returncode,
+            read(daemon_log).strip()))
+    return finish()
+
+
+def finish():
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,629 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""The control socket's pause and resume (vmm/README.md, "Control socket
+protocol"): a fully idle VM paused and resumed by request; the VM resuming
+itself for a guest timer (its jiffies exact), serial input and a kick;
+pause and resume racing; a busy vCPU parked out of KVM_RUN; pause without
+--sysidle; SIGTERM while paused; the watch events, the status fields, the
+metrics file and sysidlectl pause / resume.
+
+usage: test_pause.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL
+Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm)."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import vmmtest
+from vmmtest import Vm, check, poll_until, tool
+
+vmmtest.init(sys.argv)
+SYSIDLECTL = sys.argv[4]
+REASONS = {"request", "timer", "input", "kick", "other"}
+
+
+class Client:
+    """One connection: JSON lines out, JSON lines in, bounded waits."""
+
+    def __init__(self, path, timeout=10):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(path)
+        self.buf = b""
+
+    def line(self, timeout=10):
+        end = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            self.s.settimeout(left)
+            try:
+                d = self.s.recv(65536)
+            except (socket.timeout, OSError):
+                return None
+            if not d:
+                return None
+            self.buf += d
+        raw, self.buf = self.buf.split(b"\n", 1)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode(errors="replace")
+
+    def request(self, obj, timeout=10):
+        self.s.sendall(obj if isinstance(obj, bytes) else
+                       (json.dumps(obj) + "\n").encode())
+        return self.line(timeout)
+
+    def status(self):
+        r = self.request({"cmd": "status"})
+        return r["vm"] if isinstance(r, dict) and r.get("ok") else None
+
+    def close(self):
+        self.s.close()
+
+
+class Watcher:
+    """A watch connection read by a thread: every line in .events, with the
+    time it arrived (monotonic) in .times."""
+
+    def __init__(self, path):
+        self.c = Client(path)
+        self.reply = self.c.request({"cmd": "watch"})
+        self.events, self.times = [], []
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while True:
+            ev = self.c.line(3600)
+            if ev is None:
+                return
+            self.events.append(ev)
+            self.times.append(time.monotonic())
+
+    def wait(self, pred, timeout=10, start=0):
+        """The index of the first event from @start on for which @pred
+        holds, waited for at most @timeout seconds; None if none came."""
+        def look():
+            for i in range(start, len(self.events)):
+                if pred(self.events[i]):
+                    return i
+            return None
+        return poll_until(look, timeout, done=lambda i: i is not None)
+
+    def pauses(self, start=0):
+        return [e for e in self.events[start:]
+                if isinstance(e, dict) and e.get("event") in
+                ("paused", "resumed")]
+
+    def close(self):
+        self.c.close()
+
+
+def is_event(kind, **kw):
+    return lambda e: isinstance(e, dict) and e.get("event") == kind and \
+        all(e.get(k) == v for k, v in kw.items())
+
+
+def connect(path, proc, timeout=30):
+    def try_connect():
+        if proc.poll() is not None:
+            return "gone"
+        try:
+            return Client(path)
+        except OSError:
+            return None
+    c = poll_until(try_connect, timeout)
+    return c if isinstance(c, Client) else None
+
+
+def wait_status(c, pred, timeout=30):
+    """Polls status on @c until @pred(vm) holds; the last vm, or None."""
+    last = [None]
+
+    def look():
+        vm = c.status()
+        last[0] = vm
+        return vm is not None and pred(vm)
+    return last[0] if poll_until(look, timeout) else None
+
+
+def thread_states(pid, tids):
+    """The /proc state letter of each thread in @tids."""
+    out = []
+    for t in tids:
+        try:
+            with open("/proc/%d/task/%d/stat" % (pid, t)) as f:
+                out.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            out.append("?")
+    return out
+
+
+def thread_cpu(pid, tid):
+    """utime + stime of thread @tid, in clock ticks."""
+    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def metric(path, name):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None, ""
+    m = re.search(r"^%s\{[^}]*\} (\S+)$" % re.escape(name), text, re.M)
+    return (float(m.group(1)) if m else None), text
+
+
+def ctl(args, timeout=20):
+    p = subprocess.run([SYSIDLECTL] + args, capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def halt_exits(vm):
+    return [v["halt_exits"] for v in vm["vcpus"]]
+
+
+def test_idle(tmp):
+    """A fully idle VM (--sysidle, 2 vCPUs, pv tick 250 Hz): pause and
+    resume by request, idempotence, kick and serial input while paused,
+    the watch events, the metrics file, sysidlectl."""
+    sock = os.path.join(tmp, "idle.sock")
+    prom = os.path.join(tmp, "idle.prom")
+    vm = Vm(["--cpus", "2", "--sysidle", "--append", "hz=250", "--control",
+             sock, "--metrics-file", prom, tool("idle.elf")])
+    c = connect(sock, vm.p)
+    check(c is not None, "idle VM: the control socket answers", vm.err)
+    if c is None:
+        vm.stop(signal.SIGKILL)
+        return
+    v = wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    check(v is not None and v.get("paused") is False and
+          all(v["counters"].get(k) == 0 for k in
+              ["pauses", "resumes_requested", "resumes_self"]),
+          "status before any pause: FULL_NOTED, paused false, counters "
+          "pauses / resumes_requested / resumes_self 0", json.dumps(v))
+    if v is None:
+        vm.stop(signal.SIGKILL)
+        return
+    w = Watcher(sock)
+    check(isinstance(w.reply, dict) and w.reply.get("paused") is False,
+          "watch reply says paused false", w.reply)
+
+    r = c.request({"cmd": "pause", "id": [7]})
+    check(r == {"ok": True, "cmd": "pause", "id": [7], "paused": True},
+          "pause: {\"ok\":true,\"cmd\":\"pause\",\"paused\":true}, id "
+          "copied", r)
+    v0 = c.status()
+    tids = [x["tid"] for x in v0["vcpus"]]
+    check(v0["paused"] is True and v0["state"] == "FULL_NOTED" and
+          v0["counters"]["pauses"] == 1 and
+          all(x["idle"] for x in v0["vcpus"]),
+          "status while paused: paused true, still FULL_NOTED, pauses 1, "
+          "every vCPU idle", json.dumps(v0))
+    i = w.wait(is_event("paused"))
+    check(i is not None and isinstance(w.events[i].get("unix_ms"), int),
+          "watch: {\"event\":\"paused\",\"unix_ms\":N}", w.events)
+    # The last vCPU to park completes the pause just before it sleeps.
+    asleep = poll_until(lambda: set(thread_states(vm.p.pid, tids)) ==
+                        {"S"}, 5)
+    # Nothing may change while paused: observed over a bounded window.
+    t_end = time.monotonic() + 0.4
+    states = set()
+    while time.monotonic() < t_end:
+        states.update(thread_states(vm.p.pid, tids))
+        time.sleep(0.02)
+    v1 = c.status()
+    check(asleep and states <= {"S"} and
+          halt_exits(v1) == halt_exits(v0) and
+          v1["paused"] is True,
+          "paused 0.4 s: vCPU threads sleeping (%s), halt_exits unchanged "
+          "(%s)" % ("".join(sorted(states)), halt_exits(v1)),
+          json.dumps(v1))
+    val, text = metric(prom, "sysidle_vm_paused")
+    pz, _ = metric(prom, "sysidle_vm_pauses_total")
+    check(val == 1 and pz == 1 and
+          all("# TYPE %s %s" % (n, t) in text and "# HELP %s " % n in text
+              for n, t in [("sysidle_vm_paused", "gauge"),
+                           ("sysidle_vm_pauses_total", "counter"),
+                           ("sysidle_vm_resumes_requested_total", "counter"),
+                           ("sysidle_vm_resumes_self_total", "counter")]),
+          "metrics while paused: sysidle_vm_paused 1, pauses_total 1, HELP "
+          "and TYPE for the gauge and the three counters", text)
+
+    r2 = c.request({"cmd": "pause", "junk": {"x": 1}})
+    n_ev = len(w.pauses())
+    check(r2 == {"ok": True, "cmd": "pause", "paused": True} and
+          c.status()["counters"]["pauses"] == 1,
+          "pause a paused VM (extra fields ignored): ok, paused true, no "
+          "new pause", r2)
+    rc, out, err = ctl(["status", sock])
+    check(rc == 0 and re.search(r"^paused\s+yes", out, re.M),
+          "sysidlectl status shows paused", out + err)
+
+    r = c.request({"cmd": "resume", "id": "r", "extra": 1})
+    check(r == {"ok": True, "cmd": "resume", "id": "r", "paused": False},
+          "resume: {\"ok\":true,\"cmd\":\"resume\",\"paused\":false}", r)
+    i = w.wait(is_event("resumed"))
+    ev = w.events[i] if i is not None else {}
+    check(ev.get("reason") == "request" and
+          isinstance(ev.get("paused_ms"), int) and ev["paused_ms"] >= 400,
+          "watch: resumed, reason request, paused_ms >= 400 (%s)" %
+          ev.get("paused_ms"), w.events)
+    v2 = c.status()
+    check(v2["paused"] is False and
+          v2["counters"]["resumes_requested"] == 1 and
+          v2["counters"]["resumes_self"] == 0,
+          "status after resume: paused false, resumes_requested 1", v2)
+    r = c.request({"cmd": "resume"})
+    check(r == {"ok": True, "cmd": "resume", "paused": False} and
+          c.status()["counters"]["resumes_requested"] == 1 and
+          len(w.pauses()) == n_ev + 1,
+          "resume a running VM: ok, paused false, nothing counted", r)
+    r = c.request({"cmd": "pausex"})
+    check(r == {"ok": False, "error": "unknown command 'pausex'"},
+          "unknown command still an error", r)
+    val = poll_until(lambda: metric(prom, "sysidle_vm_paused")[0], 5,
+                     done=lambda x: x == 0)
+    rq, _ = metric(prom, "sysidle_vm_resumes_requested_total")
+    check(val == 0 and rq == 1, "metrics after resume: sysidle_vm_paused 0, "
+          "resumes_requested_total 1", metric(prom, "sysidle_vm_paused")[1])
+
+    # kick while paused
+    wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    start = len(w.events)
+    r = c.request({"cmd": "pause"})
+    k = c.request({"cmd": "kick"})
+    i = w.wait(is_event("resumed"), 10, start)
+    ev = w.events[i] if i is not None else {}
+    check(r.get("paused") is True and k == {"ok": True, "cmd": "kick"} and
+          ev.get("reason") == "kick",
+          "kick while paused: ok, resumed with reason kick", w.events[start:])
+    j = w.wait(is_event("state", to="FULL_NOTED"), 10, start)
+    check(j is not None, "after the kick the VM goes back to FULL_NOTED",
+          w.events[start:])
+
+    # serial input while paused: the guest takes its byte, jiffies exact
+    wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    start, nl = len(w.events), len(vm.lines)
+    r = c.request({"cmd": "pause"})
+    vm.send("s")
+    i = w.wait(is_event("resumed"), 10, start)
+    ev = w.events[i] if i is not None else {}
+    woke = vm.wait_line(r"^idle: woken by serial", 10, nl)
+    ok = vm.wait_line(r"^idle: jiffies (ok|off)", 10, nl)
+    check(r.get("paused") is True and ev.get("reason") == "input" and
+          woke is not None and ok == "idle: jiffies ok",
+          "serial input while paused: resumed with reason input; the guest "
+          "takes the byte, jiffies exact (%s)" % ok,
+          [w.events[start:], vm.lines[nl:]])
+
+    # sysidlectl pause / resume
+    wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    rc1, out1, err1 = ctl(["pause", sock])
+    p1 = c.status()["paused"]
+    rc2, out2, err2 = ctl(["--json", "resume", sock])
+    p2 = c.status()["paused"]
+    check(rc1 == 0 and out1 == "" and p1 is True and rc2 == 0 and
+          json.loads(out2 or "{}").get("paused") is False and p2 is False,
+          "sysidlectl pause NAME (exit 0, silent), --json resume NAME",
+          [rc1, out1, err1, rc2, out2, err2])
+
+    # the whole stream: pause events alternate, state events stay in order
+    c.request({"cmd": "status"})
+    seq = [e["event"] for e in w.pauses()]
+    alt = all(seq[k] == ("paused" if k % 2 == 0 else "resumed")
+              for k in range(len(seq)))
+    states = [e for e in w.events if isinstance(e, dict) and
+              e.get("event") == "state"]
+    chain = all(a["to"] == b["from"] for a, b in zip(states, states[1:]))
+    ms = [e["unix_ms"] for e in w.events if isinstance(e, dict)]
+    v = c.status()
+    check(alt and len(seq) == 8 and chain and ms == sorted(ms) and
+          all(e.get("reason") in REASONS for e in w.pauses()
+              if e["event"] == "resumed") and
+          v["counters"]["pauses"] == 4 and
+          v["counters"]["resumes_requested"] == 2 and
+          v["counters"]["resumes_self"] == 2 and
+          v["counters"]["events_dropped"] == 0,
+          "watch stream: paused / resumed alternate (%d), state events "
+          "chained, times in order; counters pauses 4, resumes 2 + 2" %
+          len(seq), w.events)
+    w.close()
+    c.close()
+    rc = vm.stop()
+    check(rc == 143, "idle VM: SIGTERM, exit 143", "exit %s\n%s" %
+          (rc, vm.err))
+
+
+def vm_start_unix_ms(c):
+    """The VM's creation time, wall clock, from uptime_s."""
+    t = time.time()
+    v = c.status()
+    return (t - v["uptime_s"]) * 1000.0
+
+
+def test_timer_pvtick(tmp):
+    """pvtick.elf sleeps on a one-shot LAPIC timer (1.5 s) with its pv
+    tick on, under --sysidle: fully idle, paused, the timer resumes the VM
+    at its deadline and the guest's jiffies are exact."""
+    g = os.path.join(vmmtest.GUESTS, "pvtick.elf")
+    sock = os.path.join(tmp, "pvt.sock")
+    sleep_ms = 1500
+    vm = Vm(["--sysidle", "--append", "hz=100 sleep=%d" % sleep_ms,
+             "--control", sock, g])
+    c = connect(sock, vm.p)
+    if c is None:
+        check(False, "pvtick.elf: the control socket answers", vm.err)
+        vm.stop(signal.SIGKILL)
+        return
+    start_ms = vm_start_unix_ms(c)
+    v = wait_status(c, lambda v: v["state"] == "FULL_NOTED", 10)
+    w = Watcher(sock)
+    r = c.request({"cmd": "pause"})
+    v = c.status()
+    check(v is not None and r.get("paused") is True and v["paused"] and
+          v["uptime_s"] * 1000 < sleep_ms - 200,
+          "pvtick.elf sleep=%d, --sysidle: fully idle, paused at %.0f ms" %
+          (sleep_ms, v["uptime_s"] * 1000 if v else -1), [r, v])
+    i = w.wait(is_event("resumed"), 10)
+    ev = w.events[i] if i is not None else {}
+    late = ev.get("unix_ms", 0) - (start_ms + sleep_ms)
+    rc = vm.stop(None, 20)
+    check(ev.get("reason") == "timer" and -30 <= late <= 300,
+          "the LAPIC timer resumes the VM: reason timer, %.0f ms after the "
+          "deadline (bound -30..300 ms; the guest arms it right after its "
+          "boot)" % late, w.events)
+    check(rc == 0 and "pvtick ok" in vm.lines,
+          "the guest's jiffies are exact after the pause (pvtick ok, exit "
+          "%s)" % rc, "\n".join(vm.lines) + vm.err)
+    w.close()
+    c.close()
+
+
+def test_timer_plain(tmp):
+    """idle.elf sleep=1 without a tick and without --sysidle: paused
+    right after it armed its one-shot LAPIC timer; the timer resumes it at
+    the deadline, the guest sees it and exits 0."""
+    sock = os.path.join(tmp, "plain.sock")
+    vm = Vm(["--append", "hz=0 sleep=1", "--control", sock,
+             tool("idle.elf")])
+    c = connect(sock, vm.p)
+    armed = vm.wait_line(r"^idle: \d+ cpus up", 20)
+    t_armed = time.monotonic()
+    if c is None or armed is None:
+        check(False, "idle.elf sleep=1: socket and guest up", vm.err)
+        vm.stop(signal.SIGKILL)
+        return
+    w = Watcher(sock)
+    r = c.request({"cmd": "pause"})
+    v = c.status()
+    check(r.get("paused") is True and v["paused"] and
+          v["sysidle"] is False and v["state"] == "NOT",
+          "without --sysidle: pause ok, status paused, state NOT", [r, v])
+    i = w.wait(is_event("resumed"), 10)
+    t_res = w.times[i] if i is not None else t_armed + 99
+    ev = w.events[i] if i is not None else {}
+    rc = vm.stop(None, 20)
+    check(ev.get("reason") == "timer" and 0.7 < t_res - t_armed < 1.3 and
+          rc == 0 and vm.wait_line(r"^idle: woken by timer", 1) is not None,
+          "without --sysidle: the LAPIC timer resumes the VM %.3f s after "
+          "the guest armed it for 1 s (reason timer); exit %s" %
+          (t_res - t_armed, rc), [w.events, vm.lines])
+    w.close()
+    c.close()
+
+
+def test_plain_tick(tmp):
+    """Without --sysidle a pv tick is a wake source too: a paused guest
+    with a 250 Hz tick resumes at its next tick."""
+    sock = os.path.join(tmp, "tick.sock")
+    vm = Vm(["--append", "hz=250", "--control", sock, tool("idle.elf")])
+    c = connect(sock, vm.p)
+    up = vm.wait_line(r"^idle: \d+ cpus up", 20)
+    if c is None or up is None:
+        check(False, "idle.elf hz=250: socket and guest up", vm.err)
+        vm.stop(signal.SIGKILL)
+        return
+    w = Watcher(sock)
+    r = c.request({"cmd": "pause"})
+    i = w.wait(is_event("resumed"), 10)
+    ev = w.events[i] if i is not None else {}
+    check(r.get("paused") is True and ev.get("reason") == "timer" and
+          ev.get("paused_ms", 99) <= 20,
+          "without --sysidle, pv tick 250 Hz: paused, resumed by the tick "
+          "(reason timer) after %s ms" % ev.get("paused_ms"), w.events)
+    w.close()
+    c.close()
+    rc = vm.stop()
+    check(rc == 143, "stopped (exit %s)" % rc, vm.err)
+
+
+def test_busy(tmp):
+    """spin.elf spins with interrupts off: pause parks its vCPU out of
+    KVM_RUN (the thread sleeps, uses no CPU); resume lets it spin again;
+    SIGTERM while paused exits promptly."""
+    g = os.path.join(vmmtest.GUESTS, "spin.elf")
+    sock = os.path.join(tmp, "spin.sock")
+    vm = Vm(["--control", sock, g])
+    c = connect(sock, vm.p)
+    up = vm.wait_line(r"^spinning", 20)
+    if c is None or up is None:
+        check(False, "spin.elf: socket and guest up", vm.err)
+        vm.stop(signal.SIGKILL)
+        return
+    tid = c.status()["vcpus"][0]["tid"]
+    t0 = time.monotonic()
+    r = c.request({"cmd": "pause"})
+    took = time.monotonic() - t0
+    # The vCPU completes the pause just before it sleeps.
+    asleep = poll_until(lambda: thread_states(vm.p.pid, [tid]) == ["S"], 5)
+    cpu0 = thread_cpu(vm.p.pid, tid)
+    end = time.monotonic() + 0.5
+    states = set()
+    while time.monotonic() < end:
+        states.update(thread_states(vm.p.pid, [tid]))
+        time.sleep(0.02)
+    cpu1 = thread_cpu(vm.p.pid, tid)
+    v = c.status()
+    check(r == {"ok": True, "cmd": "pause", "paused": True} and asleep and
+          states == {"S"} and cpu1 - cpu0 <= 2 and v["paused"] and
+          v["vcpus"][0]["idle"] is True,
+          "busy vCPU (spins, interrupts off): pause replied in %.3f s; its "
+          "thread sleeps (%s), %d CPU ticks in 0.5 s" %
+          (took, "".join(sorted(states)), cpu1 - cpu0), v)
+    r = c.request({"cmd": "resume"})
+    running = poll_until(lambda: thread_cpu(vm.p.pid, tid) - cpu1 >= 10, 10)
+    check(r.get("paused") is False and running,
+          "resume: the vCPU spins again (CPU time grows)", r)
+    r = c.request({"cmd": "pause"})
+    check(r.get("paused") is True, "paused again", r)
+    rc = vm.stop()
+    check(rc == 143 and vm.stop_seconds < 2,
+          "SIGTERM while paused (busy vCPU parked): exit 143 in %.2f s" %
+          vm.stop_seconds, "exit %s\n%s" % (rc, vm.err))
+    c.close()
+
+
+def test_no_sysidle_idle(tmp):
+    """No tick, no --sysidle: a paused VM stays paused; SIGTERM exits."""
+    sock = os.path.join(tmp, "notick.sock")
+    vm = Vm(["--cpus", "2", "--append", "hz=0", "--control", sock,
+             tool("idle.elf")])
+    c = connect(sock, vm.p)
+    up = vm.wait_line(r"^idle: \d+ cpus up", 20)
+    if c is None or up is None:
+        check(False, "idle.elf hz=0: socket and guest up", vm.err)
+        vm.stop(signal.SIGKILL)
+        return
+    v0 = wait_status(c, lambda v: all(x["idle"] for x in v["vcpus"]), 10)
+    r = c.request({"cmd": "pause"})
+    time.sleep(0.3)  # an observation window: nothing may happen in it
+    v1 = c.status()
+    check(r.get("paused") is True and v1["paused"] and
+          halt_exits(v1) == halt_exits(v0) and
+          v1["counters"]["resumes_self"] == 0,
+          "without --sysidle, no tick: paused stays paused (halt_exits "
+          "%s)" % halt_exits(v1), [r, v1])
+    rc = vm.stop(signal.SIGINT)
+    check(rc == 130 and vm.stop_seconds < 2,
+          "SIGINT while paused: exit 130 in %.2f s" % vm.stop_seconds,
+          "exit %s\n%s" % (rc, vm.err))
+    c.close()
+
+
+def test_race(tmp):
+    """Pause and resume from two clients, kicks and serial input, all at
+    once, many times: every request answered, the events alternate and
+    match the counters, the final state is consistent."""
+    sock = os.path.join(tmp, "race.sock")
+    vm = Vm(["--cpus", "2", "--sysidle", "--append", "hz=250", "--control",
+             sock, tool("idle.elf")])
+    c = connect(sock, vm.p)
+    if c is None:
+        check(False, "race VM: socket up", vm.err)
+        vm.stop(signal.SIGKILL)
+        return
+    wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    w = Watcher(sock)
+    bad = []
+    rounds = 150
+
+    def client(n, kick):
+        k = Client(sock)
+        for j in range(rounds):
+            for cmd in ["pause", "resume"] if (j + n) % 2 == 0 else \
+                    ["pause", "pause", "resume"]:
+                r = k.request({"cmd": cmd, "id": j})
+                if not isinstance(r, dict) or r.get("id") != j or \
+                        r.get("paused") is not (cmd == "pause"):
+                    bad.append((n, cmd, r))
+                    return
+            if kick and j % 10 == 0:
+                r = k.request({"cmd": "kick"})
+                if r != {"ok": True, "cmd": "kick"}:
+                    bad.append((n, "kick", r))
+                    return
+        k.close()
+
+    ts = [threading.Thread(target=client, args=(n, n == 1))
+          for n in range(2)]
+    t0 = time.monotonic()
+    for t in ts:
+        t.start()
+    for j in range(20):
+        vm.send("r")
+        time.sleep(0.005)
+    for t in ts:
+        t.join(120)
+    took = time.monotonic() - t0
+    hung = any(t.is_alive() for t in ts)
+    r = c.request({"cmd": "resume"})
+    v = c.status()
+    # every event reached the watcher: its count matches the counters
+    total = v["counters"]["pauses"] + v["counters"]["resumes_requested"] + \
+        v["counters"]["resumes_self"]
+    poll_until(lambda: len(w.pauses()) >= total, 10)
+    seq = [e["event"] for e in w.pauses()]
+    alt = all(seq[k] == ("paused" if k % 2 == 0 else "resumed")
+              for k in range(len(seq)))
+    reasons = {e.get("reason") for e in w.pauses()
+               if e["event"] == "resumed"}
+    check(not hung and not bad and r.get("paused") is False and
+          not v["paused"] and alt and seq and seq[-1] == "resumed" and
+          seq.count("paused") == v["counters"]["pauses"] and
+          seq.count("resumed") == v["counters"]["resumes_requested"] +
+          v["counters"]["resumes_self"] and
+          v["counters"]["events_dropped"] == 0 and
+          v["counters"]["watch_dropped"] == 0 and reasons <= REASONS,
+          "race: 2 clients x %d rounds of pause / resume, kicks, serial "
+          "input (%.1f s): all answered, %d events alternate and match the "
+          "counters (pauses %d, resumes %d + %d; reasons %s)" %
+          (rounds, took, len(seq), v["counters"]["pauses"],
+           v["counters"]["resumes_requested"],
+           v["counters"]["resumes_self"], sorted(reasons)),
+          [bad, seq[-6:], v["counters"]])
+    back = wait_status(c, lambda v: v["state"] == "FULL_NOTED", 20)
+    check(back is not None and not back["paused"] and
+          back["counters"]["violations"] == 0,
+          "race: afterwards the VM idles again (FULL_NOTED), no violation",
+          back)
+    w.close()
+    c.close()
+    rc = vm.stop()
+    check(rc == 143, "race VM: SIGTERM, exit 143", "exit %s\n%s" %
+          (rc, vm.err))
+
+
+def main():
+    if not vmmtest.kvm_usable():
+        return 77
+    if not os.path.exists(tool("idle.elf")):
+        print("# %s not built: pause tests skipped" % tool("idle.elf"))
+        return 77
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        test_idle(tmp)
+        test_timer_pvtick(tmp)
+        test_timer_plain(tmp)
+        test_plain_tick(tmp)
+        test_busy(tmp)
+        test_no_sysidle_idle(tmp)
+        test_race(tmp)
+    print("# %.1f s" % (time.monotonic() - t0))
+    return vmmtest.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""The command line of sysidle-consolidate: its options, and the run
+they ask for (the daemon or --once)."""
+import argparse
+import os
+import re
+import sys
+
+from .common import parse_cpus
+from .policy import parse_policy
+
+USAGE = ("%(prog)s [--dir DIR] [--socket PATH ...] [--libvirt URI ...]\n"
+         "       [--policy pack|suspend|pack,suspend] [--idle-cpus LIST]\n"
+         "       [--suspend-after T] [--suspend-max T] [--interval T]\n"
+         "       [--once] [--dry-run] [--verbose]")
+
+
+def seconds(text):
+    """"0.3", "300ms", "10s", "2m" -> seconds (a float >= 0)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            "%r is not a time (seconds, or a number with ms, s or m)" % text)
+    v = float(m.group(1))
+    return v / 1000 if m.group(2) == "ms" else v * 60 \
+        if m.group(2) == "m" else v
+
+
+def policies(text):
+    try:
+        return parse_policy(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError("%r: %s" % (text, e))
+
+
+def cpus(text):
+    try:
+        c = parse_cpus(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError("%r: %s" % (text, e))
+    return c
+
+
+def build_parser(doc):
+    ap = argparse.ArgumentParser(
+        prog="sysidle-consolidate", usage=USAGE,
+        description=doc.split("\n\n", 2)[2] if doc else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default="/run/sysidle",
+                    help="the VMMs' socket directory (default %(default)s; "
+                         "'none': no directory)")
+    ap.add_argument("--socket", action="append", default=[], metavar="PATH",
+                    help="a VMM control socket to follow too (repeatable)")
+    ap.add_argument("--libvirt", action="append", default=[], metavar="URI",
+                    help="follow the running domains of this libvirt "
+                         "connection (repeatable)")
+    ap.add_argument("--policy", type=policies, default=frozenset(["pack"]),
+                    metavar="pack|suspend|pack,suspend",
+                    help="what to do with fully idle VMs (default pack)")
+    ap.add_argument("--idle-cpus", type=cpus, metavar="LIST",
+                    help="where packed threads go, e.g. 1 or 0-1,3 "
+                         "(default: the last CPU, see above)")
+    ap.add_argument("--suspend-after", type=seconds, default=10.0,
+                    metavar="T", help="suspend: pause a VM fully idle for "
+                    "this long (default 10 s)")
+    ap.add_argument("--suspend-max", type=seconds, default=60.0,
+                    metavar="T", help="suspend: resume a paused libvirt "
+                    "domain after this long at the latest (default 60 s; "
+                    "0: never by time)")
+    ap.add_argument("--interval", type=seconds, default=0.1, metavar="T",
+                    help="how often libvirt domains' states are read "
+                         "(default 100 ms)")
+    ap.add_argument("--once", action="store_true",
+                    help="apply the policies to the VMs fully idle now and "
+                         "exit (nothing undone)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the decisions only")
+    ap.add_argument("--verbose", action="store_true",
+                    help="also log connections, events and retries")
+    return ap
+
+
+def make_sources(args, ctx, wrap=None):
+    """The sources the options ask for; raises ImportError when --libvirt
+    is given and the libvirt binding is missing."""
+    from .vmm_source import VmmSource
+    dir_ = None if args.dir in ("", "none") else args.dir
+    sources = [VmmSource(ctx, dir_, args.socket)]
+    if args.libvirt:
+        from .libvirt_source import LibvirtSource
+        for uri in args.libvirt:
+            sources.append(LibvirtSource(ctx, uri, idle=args.idle_cpus,
+                                         interval=args.interval,
+                                         events=not args.once, wrap=wrap))
+    return sources
+
+
+def check(ap, args):
+    if args.interval < 0.01:
+        ap.error("--interval %g: at least 10 ms" % args.interval)
+
+
+def run(ap, args, log):
+    """The daemon or --once, as @args say. Returns the exit status."""
+    from .daemon import Context, Daemon
+    check(ap, args)
+    idle = args.idle_cpus
+    if idle is None:
+        idle = {max(os.sched_getaffinity(0))}
+    ctx = Context(log, args.policy, args.suspend_after, args.suspend_max,
+                  idle=idle, dry=args.dry_run, once=args.once)
+    try:
+        sources = make_sources(args, ctx)
+    except ImportError as e:
+        sys.stderr.write("sysidle-consolidate: --libvirt needs the libvirt "
+                         "Python binding (python3-libvirt): %s\n" % e)
+        return 1
+    d = Daemon(ctx, sources)
+    if args.once:
+        return d.once()
+    why = d.run()
+    d.finish(why)
+    return 0
+

@@ -1,0 +1,478 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""libvirt domains, through `--libvirt URI` (one connection each).
+
+Idle state: the element <state name="FULL_NOTED" num="4"
+since_unix_ms="..."/> that the libvirt bridge publishes in each domain's
+metadata, namespace urn:sysidle:1, read every --interval (and at once on a
+metadata-change or lifecycle event when the driver delivers events). No
+element, or one that cannot be parsed: the state is unknown; nothing new
+is done to the domain, and what was done is undone (its wake could not be
+seen any more). Only running domains are followed; a domain that stops or
+disappears is forgotten (its saved pinning dropped: a stopped domain's
+live pinning is gone anyway).
+
+pack: virDomainPinVcpuFlags for each vCPU and virDomainPinEmulator, onto
+the idle CPUs (default: the host's last online CPU), the pinning read
+before (vcpuPinInfo, emulatorPinInfo) remembered and put back exactly.
+Live only: VIR_DOMAIN_AFFECT_LIVE, or AFFECT_CURRENT (of a running domain:
+the same) on a driver that refuses LIVE; the persistent configuration is
+never changed.
+
+suspend: virDomainSuspend, virDomainResume. From outside, libvirt cannot
+tell what a paused guest is waiting for (its timers), so a suspended
+domain is resumed when its published state leaves FULL_NOTED, when the
+tool exits, and at the latest --suspend-max seconds after it was paused;
+it then runs at least --suspend-after before it is paused again, time for
+its due timers and for its state to be published. A domain resumed by
+someone else is seen (its libvirt state) and no longer counted as
+suspended; one paused by someone else is left alone."""
+import threading
+import xml.etree.ElementTree as ET
+
+import libvirt
+
+from .common import STATES, fmt_cpus, fmt_s, mono_since
+from .policy import Target
+from .retry import Gone
+
+NS = "urn:sysidle:1"
+PREFIX = "sysidle"
+RECONNECT_S = 1.0
+
+libvirt.registerErrorHandler(lambda ctx, err: None, None)
+
+_events_lock = threading.Lock()
+_events_started = None          # None: not tried; True / False
+
+
+def start_event_loop():
+    """libvirt's default event loop on a thread of its own (once per
+    process, before the first connection). False when it cannot run."""
+    global _events_started
+    with _events_lock:
+        if _events_started is None:
+            try:
+                libvirt.virEventRegisterDefaultImpl()
+
+                def loop():
+                    while True:
+                        libvirt.virEventRunDefaultImpl()
+                threading.Thread(target=loop, daemon=True,
+                                 name="libvirt-events").start()
+                _events_started = True
+            except libvirt.libvirtError:
+                _events_started = False
+        return _events_started
+
+
+def gone_error(e):
+    """A libvirtError that means the domain is not there (or not running)."""
+    return isinstance(e, libvirt.libvirtError) and e.get_error_code() in (
+        libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
+
+
+def err_text(e):
+    if isinstance(e, libvirt.libvirtError):
+        return e.get_error_message() or str(e)
+    return str(e) or type(e).__name__
+
+
+def cpuset(cpumap):
+    return {i for i, b in enumerate(cpumap) if b}
+
+
+def parse_state(xml):
+    """(name, since_unix_ms) from the metadata element; ValueError."""
+    el = ET.fromstring(xml)
+    if el.tag.split("}")[-1] != "state":
+        raise ValueError("element <%s>, not <state>" % el.tag)
+    name = el.get("name")
+    if name not in STATES:
+        raise ValueError("unknown state %r" % name)
+    since = el.get("since_unix_ms")
+    return name, int(since) if since is not None else None
+
+
+class Domain(Target):
+    kind = "libvirt"
+    can_suspend_max = True
+
+    def __init__(self, src, dom):
+        super().__init__(("libvirt", src.uri, dom.UUIDString()), dom.name())
+        self.src = src
+        self.dom = src.wrap(dom) if src.wrap else dom
+        self.gen = src.gen          # the connection @dom belongs to
+        self.meta_error = None
+
+    # --- state ---------------------------------------------------------
+    def read_state(self):
+        """(state name or None, since_unix_ms, why when None); raises Gone."""
+        try:
+            xml = self.dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, NS,
+                                    0)
+        except libvirt.libvirtError as e:
+            if gone_error(e):
+                raise Gone(err_text(e))
+            if e.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN_METADATA:
+                return None, None, "no %s state published" % NS
+            return None, None, "metadata: %s" % err_text(e)
+        try:
+            name, since = parse_state(xml)
+        except (ValueError, ET.ParseError) as e:
+            return None, None, "bad %s state (%s)" % (NS, e)
+        return name, since, None
+
+    # --- pack ----------------------------------------------------------
+    def pin(self, which, cpumap, action):
+        src = self.src
+        if which == "emulator":
+            call = ("pinEmulator", (cpumap,))
+            what = "emulator: virDomainPinEmulator(%s)" % \
+                fmt_cpus(cpuset(cpumap))
+        else:
+            call = ("pinVcpuFlags", (which, cpumap))
+            what = "vcpu %d: virDomainPinVcpuFlags(%s)" % \
+                (which, fmt_cpus(cpuset(cpumap)))
+        label = which if which == "emulator" else "vcpu %d" % which
+
+        def fn():
+            try:
+                src.live(self.dom, call[0], *call[1])
+            except libvirt.libvirtError as e:
+                if gone_error(e):
+                    raise Gone(err_text(e))
+                raise
+        return src.ctx.retrier.attempt(
+            self, label, fn, what,
+            "%s -> cpus %s" % (label, fmt_cpus(cpuset(cpumap))), action,
+            undo=(action == "restore"))
+
+    def do_pack(self, why):
+        src = self.src
+        log = src.ctx.log
+        if self.packed is not None:
+            return
+        idle = src.idle_map
+        if idle is None:
+            log.v("%s: no idle CPUs on this host: not packed" % self.name)
+            return
+        try:
+            vcpus = [tuple(m) for m in src.live(self.dom, "vcpuPinInfo")]
+            emu = tuple(src.live(self.dom, "emulatorPinInfo"))
+        except libvirt.libvirtError as e:
+            log("error %s: its pinning could not be read (%s): not packed"
+                % (self.name, err_text(e)))
+            return
+        self.packed = {"vcpus": vcpus, "emulator": emu}
+        what = "%d vcpus, emulator -> cpus %s (%s)" % (
+            len(vcpus), fmt_cpus(cpuset(idle)), why)
+        if src.ctx.dry:
+            log("pack %s: %s [dry run]" % (self.name, what))
+            return
+        failed = 0
+        for i in range(len(vcpus)):
+            failed += not self.pin(i, idle, "pack")
+        failed += not self.pin("emulator", idle, "pack")
+        log("pack %s: %s%s" % (self.name, what, ": %d failed, retrying" %
+                               failed if failed else ""))
+
+    def do_restore(self, why):
+        src = self.src
+        log = src.ctx.log
+        if self.packed is None:
+            return
+        saved, self.packed = self.packed, None
+        src.ctx.retrier.cancel(self, ("pack",))
+        vcpus, emu = saved["vcpus"], saved["emulator"]
+        desc = " ".join(["%d:%s" % (i, fmt_cpus(cpuset(m)))
+                         for i, m in enumerate(vcpus)] +
+                        ["emulator:%s" % fmt_cpus(cpuset(emu))])
+        if src.ctx.dry:
+            log("restore %s: %d vcpus, emulator -> their own pinning %s (%s) "
+                "[dry run]" % (self.name, len(vcpus), desc, why))
+            return
+        failed = 0
+        for i, m in enumerate(vcpus):
+            failed += not self.pin(i, m, "restore")
+        failed += not self.pin("emulator", emu, "restore")
+        log("restore %s: %d vcpus, emulator -> their own pinning %s (%s)%s"
+            % (self.name, len(vcpus), desc, why,
+               ": %d failed, retrying" % failed if failed else ""))
+
+    # --- suspend -------------------------------------------------------
+    def paused(self):
+        st = self.dom.state()[0]
+        return st == libvirt.VIR_DOMAIN_PAUSED
+
+    def do_suspend(self, why):
+        src = self.src
+        log = src.ctx.log
+        if src.ctx.once:
+            log("leave %s: not suspended (%s; --once: nothing would resume "
+                "it)" % (self.name, why))
+            return
+        try:
+            if self.paused():
+                log.v("%s: paused by someone else: left alone" % self.name)
+                return
+        except libvirt.libvirtError as e:
+            if gone_error(e):
+                return
+        self.suspended = True
+        self.suspended_at = src.ctx.now()
+        src.ctx.retrier.cancel(self, ("resume",))
+        if src.ctx.dry:
+            log("suspend %s: paused (%s) [dry run]" % (self.name, why))
+            return
+
+        def fn():
+            try:
+                if not self.paused():
+                    self.dom.suspend()
+            except libvirt.libvirtError as e:
+                if gone_error(e):
+                    raise Gone(err_text(e))
+                raise
+        ok = src.ctx.retrier.attempt(self, "suspend", fn, "virDomainSuspend",
+                                     "paused", "suspend")
+        log("suspend %s: paused (%s)%s" %
+            (self.name, why, "" if ok else ": failed, retrying"))
+
+    def do_resume(self, why):
+        src = self.src
+        log = src.ctx.log
+        if not self.suspended:
+            return
+        took = src.ctx.now() - (self.suspended_at or src.ctx.now())
+        self.suspended = False
+        self.suspended_at = None
+        src.ctx.retrier.cancel(self, ("suspend",))
+        if src.ctx.dry:
+            log("resume %s: after %s s (%s) [dry run]" %
+                (self.name, fmt_s(took), why))
+            return
+
+        def fn():
+            try:
+                if self.paused():
+                    self.dom.resume()
+            except libvirt.libvirtError as e:
+                if gone_error(e):
+                    raise Gone(err_text(e))
+                raise
+        ok = src.ctx.retrier.attempt(self, "suspend", fn, "virDomainResume",
+                                     "resumed", "resume", undo=True)
+        log("resume %s: after %s s (%s)%s" %
+            (self.name, fmt_s(took), why, "" if ok else ": failed, retrying"))
+
+
+class LibvirtSource:
+    """One `--libvirt URI` connection and its running domains. @wrap, if
+    given, is applied to every virDomain before use (tests inject
+    failures with it)."""
+
+    def __init__(self, ctx, uri, idle=None, interval=0.1, events=True,
+                 wrap=None):
+        self.ctx = ctx
+        self.uri = uri
+        self.idle = idle            # --idle-cpus, None: the last host CPU
+        self.idle_map = None
+        self.interval = interval
+        self.events = events
+        self.wrap = wrap
+        self.conn = None
+        self.domains = {}           # uuid -> Domain
+        self.next_poll = 0.0
+        self.next_open = 0.0
+        self.open_error = None
+        self.fallback = set()       # calls the driver refuses with LIVE
+        self.kicked = False
+        self.callbacks = []
+        self.gen = 0                # connections opened
+        if events:
+            self.events = start_event_loop()
+
+    def targets(self):
+        return list(self.domains.values())
+
+    # --- connection ----------------------------------------------------
+    def open(self):
+        log = self.ctx.log
+        try:
+            conn = libvirt.open(self.uri)
+            ncpu, online, _ = conn.getCPUMap()
+        except libvirt.libvirtError as e:
+            if self.open_error != err_text(e):
+                log("error %s: cannot connect (%s): trying again every "
+                    "%s s" % (self.uri, err_text(e), fmt_s(RECONNECT_S)))
+            self.open_error = err_text(e)
+            return False
+        self.open_error = None
+        self.conn = conn
+        self.gen += 1
+        if self.idle is None:
+            cpus = [i for i, b in enumerate(online) if b] or [ncpu - 1]
+            idle = {cpus[-1]}
+        else:
+            idle = set(self.idle)
+        if max(idle) >= ncpu and self.ctx.policy.pack:
+            log("error %s: idle CPUs %s not on this host (%d CPUs): no "
+                "domain packed there" % (self.uri, fmt_cpus(idle), ncpu))
+            self.idle_map = None
+        elif max(idle) < ncpu:
+            self.idle_map = tuple(i in idle for i in range(ncpu))
+        if self.events:
+            for ev in (libvirt.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
+                       libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE):
+                try:
+                    self.callbacks.append(conn.domainEventRegisterAny(
+                        None, ev, self._event, None))
+                except libvirt.libvirtError as e:
+                    log.v("%s: no events %d (%s): polling only" %
+                          (self.uri, ev, err_text(e)))
+        log.v("%s: connected, %d host CPUs, idle CPUs %s, events %s" %
+              (self.uri, ncpu, fmt_cpus(idle),
+               "on" if self.callbacks else "off"))
+        return True
+
+    def _event(self, conn, dom, *rest):
+        # on the event loop's thread: only a flag and a wake-up
+        self.kicked = True
+        self.ctx.wake()
+
+    def close(self):
+        if self.conn is not None:
+            for cb in self.callbacks:
+                try:
+                    self.conn.domainEventDeregisterAny(cb)
+                except libvirt.libvirtError:
+                    pass
+            self.callbacks = []
+            try:
+                self.conn.close()
+            except libvirt.libvirtError:
+                pass
+            self.conn = None
+
+    def live(self, dom, name, *args):
+        """dom.NAME(*args, VIR_DOMAIN_AFFECT_LIVE), or with flags 0
+        (AFFECT_CURRENT) for a running domain when the driver refuses LIVE
+        for this call ("unsupported flags")."""
+        fn = getattr(dom, name)
+        if name not in self.fallback:
+            try:
+                return fn(*args, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+            except libvirt.libvirtError as e:
+                if e.get_error_code() != libvirt.VIR_ERR_INVALID_ARG or \
+                        "flags" not in err_text(e):
+                    raise
+                self.ctx.log.v("%s: %s refuses AFFECT_LIVE: AFFECT_CURRENT "
+                               "on running domains" % (self.uri, name))
+                self.fallback.add(name)
+        if not dom.isActive():
+            # CURRENT on a stopped domain would change its configuration
+            raise libvirt.libvirtError("domain is not running")
+        return fn(*args, 0)
+
+    # --- the periodic look ---------------------------------------------
+    def next_due(self):
+        if self.conn is None:
+            return self.next_open
+        return self.next_poll
+
+    def poll(self, now):
+        if self.conn is None:
+            if now < self.next_open:
+                return
+            self.next_open = now + RECONNECT_S
+            if not self.open():
+                return
+        if now < self.next_poll and not self.kicked:
+            return
+        self.kicked = False
+        self.next_poll = now + self.interval
+        log = self.ctx.log
+        try:
+            doms = self.conn.listAllDomains(
+                libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        except libvirt.libvirtError as e:
+            # the domains are kept: after the reconnection each one still
+            # running goes on where it was (restored when it woke)
+            log("error %s: listing domains failed (%s): connecting again" %
+                (self.uri, err_text(e)))
+            self.close()
+            return
+        seen = set()
+        for dom in doms:
+            try:
+                uuid = dom.UUIDString()
+            except libvirt.libvirtError:
+                continue
+            seen.add(uuid)
+            d = self.domains.get(uuid)
+            if d is not None and d.gen != self.gen:
+                d.dom = self.wrap(dom) if self.wrap else dom
+                d.gen = self.gen
+            if d is None:
+                try:
+                    d = self.domains[uuid] = Domain(self, dom)
+                except libvirt.libvirtError:
+                    continue
+                log.v("%s: following domain %s" % (self.uri, d.name))
+            self.look(d, now)
+        for uuid, d in list(self.domains.items()):
+            if uuid not in seen:
+                self.forget(d, "no longer running")
+
+    def look(self, d, now):
+        log = self.ctx.log
+        try:
+            name, since, why = d.read_state()
+        except Gone as g:
+            self.forget(d, "gone: %s" % g)
+            return
+        if name is None and why != d.meta_error:
+            log.v("%s: state unknown (%s)" % (d.name, why))
+        d.meta_error = why
+        if name is not None and name != d.state:
+            log.v("%s: %s -> %s" % (d.name, d.state, name))
+        self.ctx.policy.state(
+            d, name, mono_since(since, now) if name else None,
+            why if name is None else None, now, period=since)
+        if d.suspended and not self.ctx.dry and \
+                not self.ctx.retrier.has(d, ("suspend", "resume")):
+            try:
+                running = d.dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING
+            except libvirt.libvirtError:
+                running = False
+            if running:
+                log("resumed %s: by someone else after %s s" %
+                    (d.name, fmt_s(now - (d.suspended_at or now))))
+                self.ctx.policy.resumed_by_itself(d, "other", now)
+
+    def forget(self, d, why):
+        held = [w for w, on in (("packed", d.packed is not None),
+                                ("suspended", d.suspended)) if on]
+        self.ctx.retrier.cancel(d)
+        d.gone = True
+        d.packed = None
+        d.suspended = False
+        self.domains.pop(d.key[2], None)
+        if held:
+            self.ctx.log("forget %s: %s (was %s)" %
+                         (d.name, why, " and ".join(held)))
+        else:
+            self.ctx.log.v("%s: forgotten (%s)" % (d.name, why))
+
+    def once(self):
+        """One look at every running domain, the policies applied; the
+        domains left alone are listed."""
+        self.poll(self.ctx.now())
+        for d in self.domains.values():
+            if d.state != "FULL_NOTED":
+                self.ctx.log("leave %s: state %s" % (
+                    d.name, d.state or "unknown (%s)" % d.meta_error))
+
+    def shutdown(self, why):
+        for d in list(self.domains.values()):
+            self.ctx.policy.wake(d, why)
