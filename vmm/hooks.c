@@ -429,6 +429,20 @@ static void *hooks_thread(void *arg)
 	return NULL;
 }
 
+int hooks_parse_timeout(const char *text, uint64_t *ns)
+{
+	char *end;
+	double sec;
+
+	errno = 0;
+	sec = strtod(text, &end);
+	if (errno || *end || end == text || !(sec > 0) ||
+	    sec > HOOKS_TIMEOUT_MAX_S)
+		return -1;
+	*ns = (uint64_t)(sec * 1e9);
+	return 0;
+}
+
 /* Before any hooks_post. A missing dir means no hooks; one that is not a
  * readable directory, a warning and no hooks. */
 int hooks_start(const struct hooks_config *cfg)

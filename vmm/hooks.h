@@ -18,6 +18,13 @@ struct hook_domain {
 	unsigned int ncpus; /* <vcpu> */
 };
 
+/* --hook-timeout: seconds, more than 0 and at most HOOKS_TIMEOUT_MAX_S;
+ * sets @ns and returns 0, or returns -1 (the message is the caller's:
+ * HOOKS_TIMEOUT_USAGE). */
+#define HOOKS_TIMEOUT_MAX_S 86400
+#define HOOKS_TIMEOUT_USAGE "expected seconds, more than 0 and at most 86400"
+int hooks_parse_timeout(const char *text, uint64_t *ns);
+
 struct hooks_config {
 	const char *dir;         /* NULL or missing: no hooks, silently */
 	uint64_t timeout_ns;     /* a hook still running then is killed */

@@ -15,17 +15,15 @@ again, SIGTERM resumes them all.
 usage: test_consolidate.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL TOOL
 Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm, or
 fewer than 2 CPUs to run on)."""
-import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 import vmmtest
-from vmmtest import Vm, check, tool
+from vmmtest import Client, Vm, check, tool
 
 vmmtest.init(sys.argv)
 CONSOLIDATE = sys.argv[5]
@@ -55,49 +53,9 @@ def allowed(pid, tid):
     return None
 
 
-class Conn:
-    """One control connection: JSON lines, bounded waits."""
-
-    def __init__(self, path, timeout=10):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(timeout)
-        self.s.connect(path)
-        self.buf = b""
-
-    def send(self, obj):
-        self.s.sendall((json.dumps(obj) + "\n").encode())
-
-    def line(self, timeout=10):
-        end = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            self.s.settimeout(left)
-            try:
-                d = self.s.recv(65536)
-            except (socket.timeout, OSError):
-                return None
-            if not d:
-                return None
-            self.buf += d
-        line, self.buf = self.buf.split(b"\n", 1)
-        try:
-            return json.loads(line)
-        except ValueError:
-            return line.decode(errors="replace")
-
-    def request(self, obj, timeout=10):
-        self.send(obj)
-        return self.line(timeout)
-
-    def close(self):
-        self.s.close()
-
-
 def status(path):
     try:
-        c = Conn(path, 5)
+        c = Client(path, 5)
     except OSError:
         return None
     try:
@@ -228,7 +186,7 @@ def run(tmp, full, idle_set, idle_arg):
               "\n".join(daemon.lines))
 
         # wake idle0: restored within RESTORE_LIMIT_S of the event
-        w = Conn(socks[0])
+        w = Client(socks[0])
         first = w.request({"cmd": "watch"})
         n0 = len(daemon.lines)
         vms[0].send("x")
@@ -436,7 +394,7 @@ def run_suspend(tmp, socks, busy_sock, vms, names, bst, orig, now_aff, packed,
               "\n".join(daemon.lines + daemon.err_lines))
 
         # a serial byte: the VMM resumes itself (input) and says so
-        w = Conn(socks[0])
+        w = Client(socks[0])
         w.request({"cmd": "watch"})
         n0 = len(daemon.lines)
         vms[0].send("x")

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import Vm, check, tool
+from vmmtest import Client, Vm, check, tool
 
 vmmtest.init(sys.argv)
 DEFAULT_DIR = "/run/sysidle"
@@ -32,67 +32,6 @@ COUNTER_KEYS = {"full_idle_periods", "full_idle_seconds", "ticks_suppressed",
                 "force_exits", "violations", "scans", "tick_restarts",
                 "events_dropped", "watch_dropped", "hooks_run",
                 "hooks_failed", "hooks_dropped", "state_seconds"}
-
-
-class Client:
-    """One connection: JSON lines out, JSON lines in, bounded waits."""
-
-    def __init__(self, path, timeout=10, rcvbuf=None):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        if rcvbuf:
-            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.s.settimeout(timeout)
-        # A Unix socket's non-blocking connect() fails with EAGAIN while
-        # the listen backlog is full: retried, bounded.
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                self.s.connect(path)
-                break
-            except BlockingIOError:
-                if time.monotonic() > end:
-                    self.s.close()
-                    raise
-                time.sleep(0.01)
-        self.buf = b""
-        self.eof = False
-
-    def send(self, obj):
-        data = obj if isinstance(obj, bytes) else \
-            (json.dumps(obj) + "\n").encode()
-        self.s.sendall(data)
-
-    def line(self, timeout=10):
-        """The next line, parsed (a str if it is not JSON); None at EOF or
-        after @timeout seconds."""
-        end = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = end - time.monotonic()
-            if left <= 0 or self.eof:
-                return None
-            self.s.settimeout(left)
-            try:
-                d = self.s.recv(65536)
-            except socket.timeout:
-                return None
-            except OSError:
-                d = b""
-            if not d:
-                self.eof = True
-                return None
-            self.buf += d
-        raw, self.buf = self.buf.split(b"\n", 1)
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw.decode(errors="replace")
-
-    def request(self, obj, timeout=10):
-        self.send(obj)
-        return self.line(timeout)
-
-    def close(self):
-        self.s.close()
 
 
 def connect(path, timeout=30, proc=None):

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,53 +20,11 @@ import threading
 import time
 
 import vmmtest
-from vmmtest import Vm, check, poll_until, tool
+from vmmtest import Client, Vm, check, poll_until, tool
 
 vmmtest.init(sys.argv)
 SYSIDLECTL = sys.argv[4]
 REASONS = {"request", "timer", "input", "kick", "other"}
-
-
-class Client:
-    """One connection: JSON lines out, JSON lines in, bounded waits."""
-
-    def __init__(self, path, timeout=10):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(timeout)
-        self.s.connect(path)
-        self.buf = b""
-
-    def line(self, timeout=10):
-        end = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            self.s.settimeout(left)
-            try:
-                d = self.s.recv(65536)
-            except (socket.timeout, OSError):
-                return None
-            if not d:
-                return None
-            self.buf += d
-        raw, self.buf = self.buf.split(b"\n", 1)
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw.decode(errors="replace")
-
-    def request(self, obj, timeout=10):
-        self.s.sendall(obj if isinstance(obj, bytes) else
-                       (json.dumps(obj) + "\n").encode())
-        return self.line(timeout)
-
-    def status(self):
-        r = self.request({"cmd": "status"})
-        return r["vm"] if isinstance(r, dict) and r.get("ok") else None
-
-    def close(self):
-        self.s.close()
 
 
 class Watcher:

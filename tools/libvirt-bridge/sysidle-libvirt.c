@@ -224,19 +224,11 @@ static int parse_options(int argc, char **argv)
 				return usage_error("--hooks: expected a directory");
 			opt.hooks_dir = optarg;
 			break;
-		case 'O': {
-			double sec;
-
-			errno = 0;
-			sec = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !(sec > 0) ||
-			    sec > 86400)
-				return usage_error("--hook-timeout '%s': expected "
-						   "seconds, more than 0 and at "
-						   "most 86400", optarg);
-			opt.hook_timeout_ns = (uint64_t)(sec * 1e9);
+		case 'O':
+			if (hooks_parse_timeout(optarg, &opt.hook_timeout_ns))
+				return usage_error("--hook-timeout '%s': "
+						   HOOKS_TIMEOUT_USAGE, optarg);
 			break;
-		}
 		case '1':
 			opt.once = true;
 			break;
