@@ -30,9 +30,34 @@ Steps (TAP on stdout, one check each):
      (urn:sysidle:1) to <state name="FULL_NOTED" .../>
   5. tools/sysidle-consolidate --libvirt URI --once packs every vCPU onto
      the idle CPU (the last CPU), read back with virDomainGetVcpuPinInfo
+Then both as daemons on the domain, its pinning first set by the test
+(vCPU 0 on the first CPU, the others on all, the emulator thread on the
+first: --once left them packed) and its metadata removed (--once left it):
+tools/sysidle-consolidate --libvirt URI --policy pack,suspend --idle-cpus
+IDLE --suspend-after 1s --suspend-max 3s --interval 100ms --verbose,
+following the domain before build/sysidle-libvirt --libvirt URI
+--interval 100 starts. States are polled, each with a deadline; each
+check's line has the times measured:
+  6. the bridge daemon brings the metadata to FULL_NOTED
+  7. the consolidator pins every vCPU and the emulator thread to the idle
+     CPU (vcpuPinInfo, emulatorPinInfo), "pack NAME: ..." logged
+  8. it pauses the domain (VIR_DOMAIN_PAUSED) --suspend-after after the
+     since_unix_ms of its FULL_NOTED, "suspend NAME: paused ..." logged
+  9. while it is paused, the metadata read every 0.25 s stays that
+     FULL_NOTED (the bridge keeps a paused domain's state)
+ 10. it resumes the domain --suspend-max after the pause, "resume NAME:
+     after ... (--suspend-max 3.0)" logged
+ 11. it pauses it again, --suspend-after after the later of the resume
+     and the domain's FULL_NOTED again
+ 12. SIGTERM to the consolidator: exit 0, the domain running, its pinning
+     as the test set it
+ 13. SIGTERM to the bridge: exit 0, the metadata element removed
 A step whose program is missing (not built, no --libvirt yet) or whose
 input is missing (no KVM statistics) is "ok N # SKIP reason"; when step 4
-is skipped, step 5 runs on metadata written by the test itself.
+is skipped, step 5 runs on metadata written by the test itself, and
+steps 6-13 are all skipped. A step whose premise failed (no FULL_NOTED,
+not paused, not resumed) skips those that need it; 12 and 13 always run.
+The daemons are stopped by their PIDs like libvirtd, whatever happens.
 
 usage: test_libvirt_e2e.py BUILD_DIR SOURCE_DIR
 Exit: 0 passed (maybe with skips), 1 a check failed, 77 nothing could run
@@ -55,6 +80,29 @@ START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 10
 TOOL_TIMEOUT_S = 60
 DAEMON_S = 10
+# the daemons' steps: --suspend-after and --suspend-max of the
+# consolidator; a time measured against them may be early by EARLY_S
+# (milliseconds in since_unix_ms, the polling here) or late by LATE_S (the
+# consolidator's --interval, libvirt's calls); the states are polled every
+# POLL_S, the metadata of the paused domain read every READ_S
+SUSPEND_AFTER_S = 1
+SUSPEND_MAX_S = 3
+EARLY_S = 0.15
+LATE_S = 1.0
+POLL_S = 0.02
+READ_S = 0.25
+DAEMON_CHECKS = [
+    "daemons: sysidle-libvirt publishes FULL_NOTED",
+    "sysidle-consolidate --policy pack,suspend: every vCPU and the emulator "
+    "packed onto the idle CPU",
+    "the domain is paused --suspend-after its FULL_NOTED",
+    "while it is paused its metadata stays FULL_NOTED",
+    "the domain is resumed at --suspend-max",
+    "the domain is paused again once idle again",
+    "sysidle-consolidate SIGTERM: exit 0, the domain running, its pinning "
+    "back",
+    "sysidle-libvirt SIGTERM: exit 0, the metadata removed",
+]
 # overlaid in the namespace: what libvirtd and QEMU write there stays in
 # the temporary directory
 OVERLAID = ["etc", "run", "var"]
@@ -544,9 +592,6 @@ def steps(libvirt, lv, conn, tmp, kernel, bridge, consolidate, helpers):
                             str(idle)])
         diag(out.strip())
         after = dom.vcpuPinInfo(libvirt.VIR_DOMAIN_AFFECT_LIVE)
-
-        def cpus(mask):
-            return [c for c, on in enumerate(mask) if on]
         check(rc == 0 and all(cpus(m) == [idle] for m in after),
               what + " %d (exit %s)" % (idle, rc),
               "before %s\nafter %s\n%s" % (
@@ -556,7 +601,295 @@ def steps(libvirt, lv, conn, tmp, kernel, bridge, consolidate, helpers):
         diag("sysidle-libvirt daemon %s:\n%s" % (
             "killed" if killed else "exit %s" % daemon.returncode,
             read(daemon_log).strip()))
+
+    # 6-13. both daemons on the domain
+    why = None
+    if not have_stats:
+        why = "no KVM vCPU statistics to feed sysidle-libvirt"
+    elif not os.access(bridge, os.X_OK):
+        why = "%s not built" % bridge
+    elif "--libvirt" not in (helptext or ""):
+        why = "sysidle-consolidate has no --libvirt option yet"
+    elif "--suspend-max" not in (helptext or ""):
+        why = "sysidle-consolidate has no --suspend-max option yet"
+    elif len(host) < 2:
+        why = "only one host CPU: packing would not be visible"
+    if why:
+        for what in DAEMON_CHECKS:
+            skip(what, why)
+    else:
+        daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate,
+                helpers, host)
     return finish()
+
+
+def pinning(libvirt, dom):
+    """([CPUs of each vCPU], CPUs of the emulator thread), live."""
+    live = libvirt.VIR_DOMAIN_AFFECT_LIVE
+    return ([cpus(m) for m in dom.vcpuPinInfo(live)],
+            cpus(dom.emulatorPinInfo(live)))
+
+
+def fmt_cpus(cs):
+    """[0, 1, 2, 5] -> "0-2,5" (as sysidle-consolidate writes them)."""
+    out = []
+    for c in cs:
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b)
+                    for a, b in out) or "none"
+
+
+def fmt_pin(pin):
+    return " ".join(["%d:%s" % (i, fmt_cpus(c)) for i, c in enumerate(pin[0])]
+                    + ["emulator:" + fmt_cpus(pin[1])])
+
+
+def since_s(xml):
+    """The since_unix_ms of a <state> element, in seconds; None."""
+    m = re.search(r"""\bsince_unix_ms=["'](\d+)["']""", xml or "")
+    return int(m.group(1)) / 1000.0 if m else None
+
+
+def start_daemon(cmd, log, helpers):
+    """@cmd in a session of its own, stdout and stderr to the file
+    @log; in @helpers, so that it is stopped whatever happens."""
+    diag("$ " + " ".join(cmd) + " &")
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    helpers.append(p)
+    return p
+
+
+def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
+            host):
+    """Steps 6-13: sysidle-libvirt and sysidle-consolidate --policy
+    pack,suspend as daemons on the domain, DAEMON_CHECKS in that order."""
+    live = libvirt.VIR_DOMAIN_AFFECT_LIVE
+    paused, running = libvirt.VIR_DOMAIN_PAUSED, libvirt.VIR_DOMAIN_RUNNING
+    idle = host[-1]
+    todo = list(DAEMON_CHECKS)
+
+    def done(ok, times, detail=""):
+        return check(ok, todo.pop(0) + " (%s)" % times, detail)
+
+    def skip_to_stop(why):
+        # the checks before the two stops, which always run
+        while todo and todo[0] != DAEMON_CHECKS[-2]:
+            skip(todo.pop(0), why)
+
+    def state():
+        try:
+            return dom.state()[0]
+        except libvirt.libvirtError:
+            return None
+
+    # Step 5's --once left the domain packed (it undoes nothing), and the
+    # metadata that --once (or the test) wrote stays with its old
+    # since_unix_ms, which would have the consolidator pause the domain at
+    # once. So: a pinning of the test's own, which the pack changes and
+    # the restore must give back exactly, and no metadata, so that the
+    # consolidator sees the bridge's states as they come.
+    nhost = conn.getCPUMap()[0]
+
+    def mask(cs):
+        return tuple(i in cs for i in range(nhost))
+    nvcpu = len(dom.vcpuPinInfo(live))
+    for i in range(nvcpu):
+        dom.pinVcpuFlags(i, mask({host[0]} if i == 0 else set(host)), live)
+    dom.pinEmulator(mask({host[0]}), live)
+    pin0 = pinning(libvirt, dom)
+    packed = ([[idle]] * nvcpu, [idle])
+    diag("pinning before the daemons: " + fmt_pin(pin0))
+    try:
+        dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, None, None, NS,
+                        live)
+    except libvirt.libvirtError as e:
+        diag("removing the metadata: %s" % e)
+
+    clog = os.path.join(tmp, "consolidate-daemon.log")
+    blog = os.path.join(tmp, "bridge-daemon.log")
+    novmm = os.path.join(tmp, "no-vmm")
+    os.makedirs(novmm, exist_ok=True)
+
+    def logs():
+        return "sysidle-consolidate:\n%s\nsysidle-libvirt:\n%s" % (
+            read(clog).strip(), read(blog).strip())
+
+    # the consolidator first, following the domain (--verbose says when)
+    # before the bridge publishes anything; --dir: an empty directory (no
+    # VMM socket of the host); the bridge's --hooks: a missing directory
+    # (no hook of the host run)
+    t0 = time.monotonic()
+    cons = start_daemon(
+        [sys.executable, consolidate, "--libvirt", lv.uri, "--dir", novmm,
+         "--policy", "pack,suspend", "--idle-cpus", str(idle),
+         "--suspend-after", "%gs" % SUSPEND_AFTER_S,
+         "--suspend-max", "%gs" % SUSPEND_MAX_S, "--interval", "100ms",
+         "--verbose"], clog, helpers)
+    following = poll_until(
+        lambda: cons.poll() is not None or
+        ("following domain %s\n" % name) in read(clog), DAEMON_S, POLL_S)
+    following = following and cons.poll() is None
+    t_follow = time.monotonic() - t0
+    t0 = time.monotonic()
+    br = start_daemon([bridge, "--libvirt", lv.uri, "--interval", "100",
+                       "--hooks", os.path.join(tmp, "no-hooks")], blog,
+                      helpers)
+
+    # 6. the bridge publishes FULL_NOTED
+    def full_noted():
+        ms = metadata_state(libvirt, dom)
+        if ms and ms[0] == "FULL_NOTED":
+            return ms
+        return "exited" if br.poll() is not None else None
+    ms = poll_until(full_noted, DAEMON_S, POLL_S) if following else None
+    ok = following and isinstance(ms, tuple)
+    done(ok, "%.2f s after its start; sysidle-consolidate following the "
+         "domain after %.2f s" % (time.monotonic() - t0, t_follow),
+         "consolidator %s, bridge %s, metadata %s\n%s" % (
+             "following" if following else "exit %s" % cons.poll(),
+             "running" if br.poll() is None else "exit %s" % br.poll(),
+             ms and ms[1], logs()))
+    if not ok:
+        skip_to_stop("no FULL_NOTED from the daemons")
+    else:
+        t_full = since_s(ms[1])
+        diag("metadata: " + ms[1].strip())
+
+        # 7. packed: every vCPU and the emulator thread on the idle CPU
+        pin = poll_until(lambda: (lambda p: p if p == packed else None)(
+            pinning(libvirt, dom)), DAEMON_S, POLL_S)
+        t_pack = time.time()
+        line = poll_until(lambda: re.search(
+            r"^pack %s: .*$" % re.escape(name), read(clog), re.M),
+            DAEMON_S if pin else 0, POLL_S)
+        done(pin is not None and line is not None,
+             "%.2f s after FULL_NOTED: %s; %s" % (
+                 t_pack - t_full, fmt_pin(pin or pinning(libvirt, dom)),
+                 line.group(0) if line else "no pack line"), logs())
+
+        # 8. paused --suspend-after after its FULL_NOTED
+        ok = poll_until(lambda: state() == paused,
+                        SUSPEND_AFTER_S + LATE_S + DAEMON_S, POLL_S)
+        t_pause, t_pause_w = time.monotonic(), time.time()
+        ms = metadata_state(libvirt, dom)
+        # the FULL_NOTED it was paused in (a later one than t_full if the
+        # domain woke in between)
+        since = since_s(ms[1]) if ms and ms[0] == "FULL_NOTED" else None
+        if ok:
+            line = poll_until(lambda: re.search(
+                r"^suspend %s: paused .*$" % re.escape(name), read(clog),
+                re.M), DAEMON_S, POLL_S)
+            dt = t_pause_w - (since or t_full)
+            ok = line is not None and since is not None and \
+                SUSPEND_AFTER_S - EARLY_S <= dt <= SUSPEND_AFTER_S + LATE_S
+            done(ok, "%.2f s after its FULL_NOTED%s, --suspend-after %g; %s"
+                 % (dt, "" if since == t_full else
+                    " (metadata %s)" % (ms and ms[1]) if since is None else
+                    " (a later one, %.2f s after the first)" %
+                    (since - t_full), SUSPEND_AFTER_S,
+                    line.group(0) if line else "no suspend line"), logs())
+        else:
+            done(False, "not paused %.1f s after FULL_NOTED: state %s, "
+                 "metadata %s" % (t_pause_w - t_full, state(), ms and ms[0]),
+                 logs())
+            skip_to_stop("the domain was not paused")
+
+    if todo[0] == DAEMON_CHECKS[3]:
+        # 9. while paused, the metadata stays; 10. resumed at --suspend-max
+        reads = []
+        resumed = None
+        next_read = time.monotonic()
+        end = t_pause + SUSPEND_MAX_S + LATE_S + DAEMON_S
+        while time.monotonic() < end:
+            st = state()
+            if st != paused:
+                resumed = time.monotonic()
+                break
+            if time.monotonic() >= next_read:
+                m = metadata_state(libvirt, dom)
+                if state() == paused:
+                    reads.append((time.monotonic() - t_pause, m))
+                next_read = time.monotonic() + READ_S
+            time.sleep(POLL_S)
+        t_res_w = time.time()
+        kept = [r for r in reads if r[1] and r[1][0] == "FULL_NOTED" and
+                since_s(r[1][1]) == since]
+        done(len(reads) >= 3 and len(kept) == len(reads),
+             "%d of %d reads over %.1f s while paused FULL_NOTED since the "
+             "pause's since_unix_ms" % (len(kept), len(reads),
+                                        reads[-1][0] if reads else 0),
+             "\n".join("%.2f s: %s" % (t, m and m[1]) for t, m in reads) +
+             "\n" + logs())
+        if resumed is None:
+            done(False, "still paused %.1f s after the pause" %
+                 (time.monotonic() - t_pause), logs())
+            skip_to_stop("the domain was not resumed")
+        else:
+            line = poll_until(lambda: re.search(
+                r"^resume %s: after .*$" % re.escape(name), read(clog),
+                re.M), DAEMON_S, POLL_S)
+            dt = resumed - t_pause
+            ok = st == running and line is not None and \
+                "(--suspend-max " in line.group(0) and \
+                SUSPEND_MAX_S - EARLY_S <= dt <= SUSPEND_MAX_S + LATE_S
+            done(ok, "%.2f s after the pause, --suspend-max %g; %s" % (
+                dt, SUSPEND_MAX_S, line.group(0) if line else
+                "no resume line"), "state %s\n%s" % (st, logs()))
+
+            # 11. paused again once idle again
+            ok = poll_until(lambda: state() == paused,
+                            SUSPEND_AFTER_S + LATE_S + DAEMON_S, POLL_S)
+            t_p2, t_p2_w = time.monotonic(), time.time()
+            ms = metadata_state(libvirt, dom)
+            since2 = since_s(ms[1]) if ms else None
+            n = len(re.findall(r"^suspend %s: paused " % re.escape(name),
+                               read(clog), re.M))
+            if ok and since2 is not None:
+                ref = max(since2, t_res_w)
+                ok = ms[0] == "FULL_NOTED" and n >= 2 and \
+                    t_p2 - resumed >= SUSPEND_AFTER_S - EARLY_S and \
+                    SUSPEND_AFTER_S - EARLY_S <= t_p2_w - ref <= \
+                    SUSPEND_AFTER_S + LATE_S
+                done(ok, "%.2f s after the resume; FULL_NOTED again %+.2f s "
+                     "from the resume; %d suspend lines" % (
+                         t_p2 - resumed, since2 - t_res_w, n), logs())
+            else:
+                done(False, "not paused again %.1f s after the resume: state "
+                     "%s, metadata %s" % (t_p2 - resumed, state(),
+                                          ms and ms[0]), logs())
+
+    # 12. SIGTERM: the consolidator resumes and restores, exit 0
+    t0 = time.monotonic()
+    killed = kill_pid(cons.pid, proc=cons)
+    dt = time.monotonic() - t0
+    st, pin = state(), pinning(libvirt, dom)
+    done(not killed and cons.returncode == 0 and st == running and
+         pin == pin0, "%s in %.2f s; domain %s; pinning %s" % (
+             "killed" if killed else "exit %s" % cons.returncode, dt,
+             "running" if st == running else "state %s" % st,
+             fmt_pin(pin) + (" (was " + fmt_pin(pin0) + ")"
+                             if pin != pin0 else "")), logs())
+
+    # 13. SIGTERM: the bridge removes the metadata, exit 0
+    t0 = time.monotonic()
+    killed = kill_pid(br.pid, proc=br)
+    dt = time.monotonic() - t0
+    ms = metadata_state(libvirt, dom)
+    done(not killed and br.returncode == 0 and ms is None,
+         "%s in %.2f s; metadata %s" % (
+             "killed" if killed else "exit %s" % br.returncode, dt,
+             "removed" if ms is None else "left: %s" % ms[1].strip()),
+         logs())
+    diag(logs())
+
+
+def cpus(mask):
+    return [c for c, on in enumerate(mask) if on]
 
 
 def finish():
