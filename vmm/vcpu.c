@@ -45,7 +45,7 @@ void vcpu_kick_for(struct vcpu *v, int reason)
 		v->wake_posted_ns = now_ns();
 	if (v->state != VCPU_RUNNING)
 		pthread_cond_signal(&v->wake);
-	else if (atomic_load(&v->in_run))
+	else if (atomic_load(&v->in_run)) /* pairs with the store before the injection check in vcpu_run_once, under v->lock as here */
 		pthread_kill(v->thread, SIG_VCPU_KICK);
 }
 
@@ -218,9 +218,9 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 	}
 	/* in_run before the injection check: a kicker that posts after the
 	 * check sees it and interrupts KVM_RUN (see vcpu_kick). */
-	atomic_store(&v->in_run, true);
+	atomic_store(&v->in_run, true); /* pairs with the loads in vcpu_kick_for / vcpus_nudge */
 	if (vm_stopping()) {
-		atomic_store(&v->in_run, false);
+		atomic_store(&v->in_run, false); /* pairs with the same loads: not in KVM_RUN, under v->lock */
 		pthread_mutex_unlock(&v->lock);
 		return VCPU_FINISHED;
 	}
@@ -243,7 +243,7 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 			v->stats.wake_latency_max_ns = lat;
 	}
 	r = ioctl(v->fd, KVM_RUN, 0);
-	atomic_store(&v->in_run, false);
+	atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge: a late kick only sets immediate_exit, cleared below */
 	if (v->hk_kick_due_ns) /* see idle_kick_deferred() */
 		idle_kick_due(v, false);
 	v->run->immediate_exit = 0;
@@ -416,7 +416,7 @@ void vcpus_nudge(struct vm *vm)
 		pthread_mutex_lock(&v->lock);
 		if (v->started) {
 			pthread_cond_broadcast(&v->wake);
-			if (atomic_load(&v->in_run))
+			if (atomic_load(&v->in_run)) /* pairs with the stores in vcpu_run_once, under v->lock as here */
 				pthread_kill(v->thread, SIG_VCPU_KICK);
 		}
 		pthread_mutex_unlock(&v->lock);
