@@ -36,6 +36,10 @@ import threading
 import time
 
 TOOL = os.path.abspath(sys.argv[1])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+from tap import check, finish  # noqa: E402
+
 sys.path.insert(0, os.path.dirname(TOOL))
 
 try:
@@ -52,21 +56,6 @@ NS = "urn:sysidle:1"
 NUM = {s: i for i, s in enumerate(common.STATES)}
 IDLE = {7}
 STEP = 0.01
-failures = []
-count = 0
-
-
-def check(ok, what, detail=""):
-    global count
-    count += 1
-    print(("ok" if ok else "not ok") + " %d - %s" % (count, what))
-    if not ok:
-        failures.append(what)
-        for line in str(detail).splitlines()[-25:]:
-            print("#   " + line)
-    sys.stdout.flush()
-
-
 NODE = """<node>
   <cpu><mhz>2000</mhz><model>i686</model><nodes>1</nodes><sockets>1</sockets>
     <cores>8</cores><threads>1</threads></cpu>
@@ -772,12 +761,7 @@ def main():
         import traceback
         check(False, "test_vmm_fake raised %s" % e, traceback.format_exc())
     print("# %.1f s" % (time.monotonic() - t0))
-    print("1..%d" % count)
-    if failures:
-        print("# %d of %d failed: %s" % (len(failures), count,
-                                        "; ".join(failures)))
-        return 1
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -19,28 +19,15 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+from tap import check, finish  # noqa: E402
+
 BRIDGE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
 NS = "urn:sysidle:1"
 ENV = ["HOME=/", "LC_ALL=C",
        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 SINCE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-N = 0
-FAILED = 0
-
-
-def check(ok, what, diag=None):
-    global N, FAILED
-    N += 1
-    print("%s %d - %s" % ("ok" if ok else "not ok", N, what))
-    if not ok:
-        FAILED += 1
-        if diag is not None:
-            for line in str(diag).splitlines()[-40:]:
-                print("#   " + line)
-    sys.stdout.flush()
-    return ok
-
-
 # ---- the host: libvirt's test driver ----
 
 UUID = "5a1d1e00-0000-4000-8000-0000000000%02d"
@@ -628,8 +615,7 @@ def main():
         test_coalesce(tmp)
         test_sigterm(tmp)
         test_hang(tmp)
-    print("1..%d" % N)
-    return 1 if FAILED else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -73,6 +73,11 @@ import tempfile
 import time
 import traceback
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+import tap  # noqa: E402
+from tap import check, skip  # noqa: E402
+
 SKIP = 77
 NS = "urn:sysidle:1"
 BOOT_TIMEOUT_S = 120
@@ -118,29 +123,6 @@ cgroup_controllers = [ ]
 namespaces = [ ]
 stdio_handler = "file"
 """
-
-count = 0
-failures = []
-
-
-def check(ok, what, detail=""):
-    global count
-    count += 1
-    print(("ok" if ok else "not ok") + " %d - %s" % (count, what))
-    if not ok:
-        failures.append(what)
-        for line in str(detail).splitlines()[-25:]:
-            print("#   " + line)
-    sys.stdout.flush()
-    return ok
-
-
-def skip(what, why):
-    global count
-    count += 1
-    print("ok %d - %s # SKIP %s" % (count, what, why))
-    sys.stdout.flush()
-
 
 def diag(msg):
     for line in str(msg).splitlines():
@@ -456,14 +438,11 @@ def main():
         killed = lv.stop()
         if killed:
             diag("killed with SIGKILL: " + ", ".join(killed))
-        if started and failures:
+        if started and tap.failures:
             diag("libvirtd log (end):\n" + read(lv.log)[-3000:])
         shutil.rmtree(tmp, ignore_errors=True)
-        if count:
-            print("1..%d" % count)
-            if failures:
-                print("# %d of %d failed: %s" % (len(failures), count,
-                                                "; ".join(failures)))
+        if tap.count:
+            tap.finish()
 
 
 def steps(libvirt, lv, conn, tmp, kernel, bridge, consolidate, helpers):
@@ -893,7 +872,7 @@ def cpus(mask):
 
 
 def finish():
-    return 1 if failures else 0
+    return 1 if tap.failures else 0
 
 
 if __name__ == "__main__":

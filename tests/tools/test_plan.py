@@ -28,34 +28,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                         os.path.join(HERE, "..", "..", "tools"))
 sys.path.insert(0, TOOLS)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+from tap import check as ok, finish, skip  # noqa: E402
 
 from sysidle_consolidate import plan as P  # noqa: E402
 
 # the binding, not a namespace package (any directory named libvirt)
 _spec = importlib.util.find_spec("libvirt")
 HAVE_LIBVIRT = _spec is not None and _spec.origin not in (None, "namespace")
-
-n_tests = 0
-n_failed = 0
-
-
-def ok(cond, desc, diag=None):
-    global n_tests, n_failed
-    n_tests += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n_tests, desc))
-    if not cond:
-        n_failed += 1
-        for line in (diag or "").splitlines():
-            print("# " + line)
-    sys.stdout.flush()
-    return cond
-
-
-def skip(desc, why):
-    global n_tests
-    n_tests += 1
-    print("ok %d - %s # SKIP %s" % (n_tests, desc, why))
-
 
 def cli(argv, stdin_text=None):
     """Run the plan through a tiny CLI: (exit status, [lines])."""
@@ -745,8 +726,7 @@ def main():
         test_libvirt()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
-    print("1..%d" % n_tests)
-    return 1 if n_failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

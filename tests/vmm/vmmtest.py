@@ -12,30 +12,20 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+from tap import check, finish  # noqa: E402,F401 (the tests' reporter)
+
 VMM = GUESTS = TOOLS = None
 SELFTEST_TIMEOUT = 180  # seconds, one selftest boot (64 vCPUs is slow here)
 POLL_STEP = 0.02  # seconds between two looks in the polling loops
 SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
                        r"runtime error:")
-failures = []
-count = 0
 
 
 def init(argv):
     global VMM, GUESTS, TOOLS
     VMM, GUESTS, TOOLS = argv[1], argv[2], argv[3]
-
-
-def check(ok, what, detail=""):
-    """One TAP line; on failure the last lines of @detail as comments."""
-    global count
-    count += 1
-    print(("ok" if ok else "not ok") + " %d - %s" % (count, what))
-    if not ok:
-        failures.append(what)
-        for line in str(detail).splitlines()[-20:]:
-            print("#   " + line)
-    sys.stdout.flush()
 
 
 def sanitizer_check(err, args):
@@ -265,13 +255,3 @@ def selftest_boots(extra, label):
             check(rc == 0, "%s, %d vCPUs, %s: exit 0 (%.1f s)" %
                   (label, cpus, mode, time.monotonic() - t0),
                   "exit %s\n%s\n%s" % (rc, "\n".join(bad) or out, err))
-
-
-def finish():
-    """Prints the TAP plan; returns the script's exit status."""
-    print("1..%d" % count)
-    if failures:
-        print("# %d of %d failed: %s" % (len(failures), count,
-                                        "; ".join(failures)))
-        return 1
-    return 0
