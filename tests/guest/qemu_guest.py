@@ -52,19 +52,29 @@ def run_qemu(qemu, cpu, args, timeout):  # -> status, hung, output, seconds, unt
     seen = None  # when the --until line appeared
     sends = list(args.send)  # serial input still to type, one item per --send
     send_at = None           # when to type the next one
+    # After the first item the next one also waits for a guest line printed
+    # since the previous one went out (its answer): a loaded host can keep
+    # the guest from taking an item for longer than --send-gap, and two
+    # items then arrive as one.
+    sent_nl = None           # newlines in the output when the last item went
+    sent_t = None
     while True:
         now = time.monotonic()
-        if sends and send_at is None and any(
+        if sends and send_at is None and sent_nl is None and any(
                 re.search(args.send_after, l.rstrip('\r'))
                 for l in out.decode('utf-8', 'replace').splitlines()):
             send_at = now + args.send_gap
+        elif sends and send_at is None and sent_nl is not None and \
+                out.count(b'\n') > sent_nl:
+            send_at = max(now, sent_t + args.send_gap)
         if sends and send_at is not None and now >= send_at:
             try:
                 proc.stdin.write(sends.pop(0).encode())
                 proc.stdin.flush()
             except OSError:
                 sends = []
-            send_at = now + args.send_gap if sends else None
+            send_at = None
+            sent_nl, sent_t = out.count(b'\n'), now
         if seen is not None and now - seen >= args.linger:
             os.kill(proc.pid, signal.SIGKILL)  # booted and still running: done
             break
@@ -80,6 +90,15 @@ def run_qemu(qemu, cpu, args, timeout):  # -> status, hung, output, seconds, unt
         if not chunk:
             break
         out += chunk
+        done_lines = out[:out.rfind(b'\n') + 1].decode('utf-8', 'replace')
+        if args.reject and any(re.search(r, l.rstrip('\r'))
+                               for l in done_lines.splitlines()
+                               for r in args.reject):
+            # judged failed whatever follows: end it now, so that the
+            # attempts left still fit in the test's time
+            diag('a --reject line appeared: QEMU killed')
+            os.kill(proc.pid, signal.SIGKILL)
+            break
         if (seen is None and args.until and
                 sum(1 for l in out.decode('utf-8', 'replace').splitlines()
                     if re.search(args.until, l.rstrip('\r'))) >= args.until_count):
@@ -128,7 +147,8 @@ def main():
                     help='regex no guest line may match (repeatable)')
     ap.add_argument('--send', action='append', default=[],
                     help='text to type on the guest serial port once a line matches '
-                         '--send-after (repeatable: one item every --send-gap s)')
+                         '--send-after (repeatable: one item every --send-gap s, each '
+                         'once the guest printed a line after the one before)')
     ap.add_argument('--send-after', default='.',
                     help='regex of the guest line that --send waits for')
     ap.add_argument('--send-gap', type=float, default=0.5)

@@ -210,6 +210,42 @@ def poll_until(fn, timeout):
         time.sleep(0.05)
 
 
+DROPPED_LINE = re.compile(r"^sysidle-libvirt: warning: (\d+) hook events? "
+                          r"dropped: .*$", re.M)
+
+
+def hooks_match(have, want):
+    """@have (argv tails) against @want, where "idle end MS" stands for any
+    duration."""
+    return len(have) == len(want) and all(
+        h == w or (w == "idle end MS" and re.fullmatch(r"idle end \d+", h))
+        for h, w in zip(have, want))
+
+
+def coalesced_forms(want):
+    """Every other sequence the hooks' coalescing can make of @want: any
+    set of adjacent idle hook pairs removed, an "idle end" with the "idle
+    begin" after it, or an "idle begin" with the "idle end" after it
+    (started and stopped stay). After an end/begin pair the next "idle end"
+    carries a later duration: "MS"."""
+    out = []
+    for i in range(len(want) - 1):
+        a, b = want[i], want[i + 1]
+        if a.startswith("idle end") and b == "idle begin -":
+            rest = want[:i] + want[i + 2:]
+            j = next((k for k in range(i, len(rest))
+                      if rest[k].startswith("idle end")), None)
+            if j is not None:
+                rest = rest[:j] + ["idle end MS"] + rest[j + 1:]
+        elif a == "idle begin -" and b.startswith("idle end"):
+            rest = want[:i] + want[i + 2:]
+        else:
+            continue
+        out.append(rest)
+        out.extend(coalesced_forms(rest))
+    return out
+
+
 STATE_LINE = re.compile(r"^(.+?): (NOT|SHORT|LONG|FULL|FULL_NOTED) \((.*)\)$")
 BACK_LINE = re.compile(r"^(.+?): metadata urn:sysidle:1 read back: (.*)$")
 
@@ -363,13 +399,23 @@ def test_main(tmp):
         "napper": ["started begin -", "idle begin -", "idle end 900",
                    "idle begin -", "idle end MS", "stopped end -"],
     }
+    # With 8 domains and two shell hooks per event the hook thread can fall
+    # behind a 100 ms replay on a loaded host; then a domain's pending
+    # "idle end" and the "idle begin" after it are coalesced away, as
+    # documented. That form is accepted only when the bridge says at exit
+    # that it dropped hook events.
+    dropped = DROPPED_LINE.search(err)
     for name, want in exp_hooks.items():
-        got = [re.sub(r"^idle end \d+$", "idle end MS", ev(r))
-               if w == "idle end MS" else ev(r)
-               for r, w in zip(dom.get(name, []), want)]
-        check(got == want and len(dom.get(name, [])) == len(want),
-              "%s: hooks %s" % (name, ", ".join(want)),
-              [ev(r) for r in dom.get(name, [])])
+        have = [ev(r) for r in dom.get(name, [])]
+        forms = [want] + (coalesced_forms(want) if dropped else [])
+        ok = any(hooks_match(have, f) for f in forms)
+        exact = hooks_match(have, want)
+        check(ok, "%s: hooks %s%s" % (name, ", ".join(want),
+                                      "" if exact or not ok else
+                                      " (an idle end/begin pair coalesced; "
+                                      "the bridge reported '%s')" %
+                                      dropped.group(0)),
+              "%s\n%s" % (have, err))
     check(set(dom) == set(exp_hooks), "no hooks for the domain without "
           "statistics, nor the shut-off one", sorted(dom))
     uuids = dict((n, UUID % u) for n, _, u, _ in DOMAINS)
@@ -427,6 +473,11 @@ def test_coalesce(tmp):
           % noted, "exit %s\n%s" % (rc, out))
     check(1 <= len(idle) < 2 * noted, "flap: %d idle hooks for %d idle "
           "state changes (coalesced)" % (len(idle), 2 * noted), flap)
+    m = DROPPED_LINE.search(b.text("err"))
+    check(m is not None and int(m.group(1)) == 2 * noted - len(idle),
+          "at exit: one warning with the number of hook events dropped "
+          "(%s; %d idle changes, %d idle hooks run)" %
+          (m and m.group(1), 2 * noted, len(idle)), b.text("err"))
     check(all(e.startswith("idle begin") == (i % 2 == 0)
               for i, e in enumerate(idle)) and
           idle and idle[-1].startswith("idle end"),
@@ -516,9 +567,27 @@ def test_hang(tmp):
                                                   "vm")))
     killed = poll_until(lambda: killed_re.search(b.text("err")), 10)
     dt = time.monotonic() - t0
+    t_kill = time.time()
     out = b.text()
-    check(killed and 1.5 < dt < 5, "--hook-timeout 2: killed after %.1f s, "
-          "logged with its stderr" % dt, b.text("err"))
+    # Not killed before --hook-timeout: measured from the change to
+    # FULL_NOTED (since_unix_ms in the hook's stdin), which comes before
+    # the hook's start. The hook's own marker may be written late on a
+    # loaded host (a shell starting up), and this test may see it later
+    # still: a bound from that moment could fail a correct bridge. The
+    # upper bound stays from the marker, seen no sooner than the start.
+    begin = [r for r in records(record) if r["name"] == "web1" and
+             ev(r) == "idle begin -"]
+    try:
+        since = int(ET.fromstring(begin[0]["xml"]).find(
+            "metadata/{%s}state" % NS).get("since_unix_ms")) / 1000.0
+    except (IndexError, AttributeError, TypeError, ValueError,
+            ET.ParseError):
+        since = None
+    waited = t_kill - since if since is not None else -1
+    check(killed and waited >= 1.9 and dt < 5, "--hook-timeout 2: killed "
+          "%.1f s after the change (%.1f s after the hook was seen "
+          "running), logged with its stderr" % (waited, dt),
+          b.text("err"))
     # flap: FULL_NOTED at scan 1, NOT at scan 10 (1 s in), while the hook
     # still hung: the scans and the publishing never wait for a hook
     check("flap: NOT (full idle ended after 900 ms: vCPU 0 woke and halted "

@@ -666,6 +666,20 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
         except libvirt.libvirtError:
             return None
 
+    # When a pause or a resume happened is known only between two looks:
+    # after the start of the last look that did not see it, before the
+    # end of the first that did. A lower bound on a duration is checked on
+    # its longest reading, an upper bound on its shortest, so that a
+    # loaded host slowing these looks (a libvirt call each) fails neither.
+    seen = {"other": None}  # wall time: start of the last look not @want
+
+    def state_is(want):
+        t = time.time()
+        st = state()
+        if st != want:
+            seen["other"] = t
+        return st == want
+
     # Step 5's --once left the domain packed (it undoes nothing), and the
     # metadata that --once (or the test) wrote stays with its old
     # since_unix_ms, which would have the consolidator pause the domain at
@@ -752,9 +766,12 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
                  line.group(0) if line else "no pack line"), logs())
 
         # 8. paused --suspend-after after its FULL_NOTED
-        ok = poll_until(lambda: state() == paused,
+        seen["other"] = None
+        ok = poll_until(lambda: state_is(paused),
                         SUSPEND_AFTER_S + LATE_S + DAEMON_S, POLL_S)
         t_pause, t_pause_w = time.monotonic(), time.time()
+        # the pause came after this (running at its FULL_NOTED anyway)
+        t_pause_lo_w = seen["other"] if seen["other"] is not None else t_full
         ms = metadata_state(libvirt, dom)
         # the FULL_NOTED it was paused in (a later one than t_full if the
         # domain woke in between)
@@ -782,13 +799,17 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
         # 9. while paused, the metadata stays; 10. resumed at --suspend-max
         reads = []
         resumed = None
+        t_last_paused_w = t_pause_w  # start of the last look seeing it paused
         next_read = time.monotonic()
         end = t_pause + SUSPEND_MAX_S + LATE_S + DAEMON_S
         while time.monotonic() < end:
+            t_look_w = time.time()
             st = state()
             if st != paused:
                 resumed = time.monotonic()
+                resumed_w = time.time()
                 break
+            t_last_paused_w = t_look_w
             if time.monotonic() >= next_read:
                 m = metadata_state(libvirt, dom)
                 if state() == paused:
@@ -813,12 +834,17 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
                 r"^resume %s: after .*$" % re.escape(name), read(clog),
                 re.M), DAEMON_S, POLL_S)
             dt = resumed - t_pause
+            # longest reading (not early), shortest (not late)
+            dt_hi = resumed_w - t_pause_lo_w
+            dt_lo = t_last_paused_w - t_pause_w
             ok = st == running and line is not None and \
                 "(--suspend-max " in line.group(0) and \
-                SUSPEND_MAX_S - EARLY_S <= dt <= SUSPEND_MAX_S + LATE_S
-            done(ok, "%.2f s after the pause, --suspend-max %g; %s" % (
-                dt, SUSPEND_MAX_S, line.group(0) if line else
-                "no resume line"), "state %s\n%s" % (st, logs()))
+                SUSPEND_MAX_S - EARLY_S <= dt_hi and \
+                dt_lo <= SUSPEND_MAX_S + LATE_S
+            done(ok, "%.2f s after the pause (between %.2f and %.2f s), "
+                 "--suspend-max %g; %s" % (
+                     dt, dt_lo, dt_hi, SUSPEND_MAX_S, line.group(0) if line
+                     else "no resume line"), "state %s\n%s" % (st, logs()))
 
             # 11. paused again once idle again
             ok = poll_until(lambda: state() == paused,
@@ -830,10 +856,13 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
                                read(clog), re.M))
             if ok and since2 is not None:
                 ref = max(since2, t_res_w)
+                # the resume came after t_last_paused_w: the longest
+                # reading of resume -> pause again starts there
+                ref_lo = max(since2, t_last_paused_w)
                 ok = ms[0] == "FULL_NOTED" and n >= 2 and \
-                    t_p2 - resumed >= SUSPEND_AFTER_S - EARLY_S and \
-                    SUSPEND_AFTER_S - EARLY_S <= t_p2_w - ref <= \
-                    SUSPEND_AFTER_S + LATE_S
+                    t_p2_w - t_last_paused_w >= SUSPEND_AFTER_S - EARLY_S \
+                    and SUSPEND_AFTER_S - EARLY_S <= t_p2_w - ref_lo and \
+                    t_p2_w - ref <= SUSPEND_AFTER_S + LATE_S
                 done(ok, "%.2f s after the resume; FULL_NOTED again %+.2f s "
                      "from the resume; %d suspend lines" % (
                          t_p2 - resumed, since2 - t_res_w, n), logs())

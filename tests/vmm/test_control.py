@@ -207,8 +207,20 @@ def ss_sum_ok(ss, uptime):
 
 
 def test_watch(vm, sock, c):
-    w = Client(sock)
-    r = w.request({"cmd": "watch", "id": 3})
+    # The reply carries the state at that moment. Just after FULL_NOTED a
+    # loaded host can see the timekeeper's tick-only window age out (a
+    # legal way out of full idle, README): a watch made then says NOT. So
+    # a reply with another state is asked again once the VM is back in
+    # FULL_NOTED, bounded.
+    for _ in range(5):
+        w = Client(sock)
+        r = w.request({"cmd": "watch", "id": 3})
+        if isinstance(r, dict) and r.get("state") != "FULL_NOTED" and \
+                r.get("ok") is True:
+            w.close()
+            wait_state(c, "FULL_NOTED", 10)
+            continue
+        break
     check(isinstance(r, dict) and r.get("ok") is True and
           r.get("cmd") == "watch" and r.get("state") == "FULL_NOTED" and
           r.get("id") == 3 and isinstance(r.get("since_unix_ms"), int),
@@ -331,6 +343,12 @@ def test_slow_watcher(vm, sock, c, w):
           "after %d kick cycles; the reading watcher lost none; slowest "
           "reply %.3f s" % (dropped, cycles, worst), wseen)
     # Drain the slow watcher, then one more change: "dropped" comes first.
+    # Its backlog sits partly in the VMM's buffer for it, flushed as the
+    # socket drains: a quiet 0.5 s does not prove it is all read when the
+    # host is loaded. So the backlog is told apart by the events' own
+    # times: every event in it is older than the drain (the drops came
+    # before it), every event of the kick below is newer.
+    t_drain_ms = int(time.time() * 1000)
     lines = []
     while True:
         x = s.line(0.5)
@@ -340,11 +358,21 @@ def test_slow_watcher(vm, sock, c, w):
     k.request({"cmd": "kick"})
     wait_event(w, "FULL_NOTED", 10)
     more = []
-    while True:
-        x = s.line(1)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        x = s.line(max(0.01, end - time.monotonic()))
         if x is None:
             break
+        if not more and isinstance(x, dict) and \
+                x.get("event") == "state" and \
+                isinstance(x.get("unix_ms"), int) and \
+                x["unix_ms"] < t_drain_ms:
+            lines.append(x)  # the backlog's tail, flushed late
+            continue
         more.append(x)
+        if isinstance(x, dict) and x.get("event") == "state" and \
+                x.get("to") == "FULL_NOTED":
+            break  # the kick's cycle, through to its end
     r = c.request({"cmd": "status"})
     total = r["vm"]["counters"]["watch_dropped"] if isinstance(r, dict) \
         and r.get("ok") else None

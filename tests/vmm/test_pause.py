@@ -93,6 +93,38 @@ def wait_status(c, pred, timeout=30):
     return last[0] if poll_until(look, timeout) else None
 
 
+def ask(c, obj):
+    """c.request(@obj); None when the connection is gone (the VM exited)."""
+    try:
+        return c.request(obj)
+    except OSError:
+        return None
+
+
+def ask_status(c):
+    """The VM object of a status request; None on any error."""
+    r = ask(c, {"cmd": "status"})
+    return r["vm"] if isinstance(r, dict) and r.get("ok") else None
+
+
+def quiescent(c, log, timeout=30):
+    """Polls until the VM is fully idle with its ticks stopped: "tick
+    stopped" the last line of its --sysidle-log, then a status in
+    FULL_NOTED with every vCPU halted. Returns that status (the vm object),
+    or None. FULL_NOTED alone is not enough before a pause: it is set while
+    the timekeeper may still be in a tick-only window (running, its tick
+    pending) and before its tick is stopped, so a pause taken then can be
+    ended at once by that tick, not by what the test does next."""
+    def look():
+        lines = vmmtest.read_lines(log)
+        if not lines or not lines[-1].endswith(" tick stopped"):
+            return None
+        vm = ask_status(c)
+        return vm if vm is not None and vm["state"] == "FULL_NOTED" and \
+            all(x["idle"] for x in vm["vcpus"]) else None
+    return poll_until(look, timeout)
+
+
 def thread_states(pid, tids):
     """The /proc state letter of each thread in @tids."""
     out = []
@@ -112,14 +144,18 @@ def thread_cpu(pid, tid):
     return int(fields[11]) + int(fields[12])
 
 
+def metric_in(text, name):
+    m = re.search(r"^%s\{[^}]*\} (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+
+
 def metric(path, name):
     try:
         with open(path) as f:
             text = f.read()
     except OSError:
         return None, ""
-    m = re.search(r"^%s\{[^}]*\} (\S+)$" % re.escape(name), text, re.M)
-    return (float(m.group(1)) if m else None), text
+    return metric_in(text, name), text
 
 
 def ctl(args, timeout=20):
@@ -138,14 +174,17 @@ def test_idle(tmp):
     the watch events, the metrics file, sysidlectl."""
     sock = os.path.join(tmp, "idle.sock")
     prom = os.path.join(tmp, "idle.prom")
-    vm = Vm(["--cpus", "2", "--sysidle", "--append", "hz=250", "--control",
-             sock, "--metrics-file", prom, tool("idle.elf")])
+    log = os.path.join(tmp, "idle.log")
+    stats = os.path.join(tmp, "idle.json")
+    vm = Vm(["--cpus", "2", "--sysidle", "--sysidle-log", log, "--append",
+             "hz=250", "--control", sock, "--metrics-file", prom,
+             "--stats-json", stats, tool("idle.elf")])
     c = connect(sock, vm.p)
     check(c is not None, "idle VM: the control socket answers", vm.err)
     if c is None:
         vm.stop(signal.SIGKILL)
         return
-    v = wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    v = quiescent(c, log)
     check(v is not None and v.get("paused") is False and
           all(v["counters"].get(k) == 0 for k in
               ["pauses", "resumes_requested", "resumes_self"]),
@@ -188,8 +227,17 @@ def test_idle(tmp):
           "paused 0.4 s: vCPU threads sleeping (%s), halt_exits unchanged "
           "(%s)" % ("".join(sorted(states)), halt_exits(v1)),
           json.dumps(v1))
-    val, text = metric(prom, "sysidle_vm_paused")
-    pz, _ = metric(prom, "sysidle_vm_pauses_total")
+    # The export thread rewrites the file after it has sent the "paused"
+    # event to the watchers: wait for the values (bounded), not one read.
+
+    def paused_metrics():
+        t = metric(prom, "sysidle_vm_paused")[1]
+        return t if metric_in(t, "sysidle_vm_paused") == 1 and \
+            metric_in(t, "sysidle_vm_pauses_total") == 1 else None
+    text = poll_until(paused_metrics, 5) or \
+        metric(prom, "sysidle_vm_paused")[1]
+    val = metric_in(text, "sysidle_vm_paused")
+    pz = metric_in(text, "sysidle_vm_pauses_total")
     check(val == 1 and pz == 1 and
           all("# TYPE %s %s" % (n, t) in text and "# HELP %s " % n in text
               for n, t in [("sysidle_vm_paused", "gauge"),
@@ -238,7 +286,7 @@ def test_idle(tmp):
           "resumes_requested_total 1", metric(prom, "sysidle_vm_paused")[1])
 
     # kick while paused
-    wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    quiescent(c, log)
     start = len(w.events)
     r = c.request({"cmd": "pause"})
     k = c.request({"cmd": "kick"})
@@ -252,7 +300,9 @@ def test_idle(tmp):
           w.events[start:])
 
     # serial input while paused: the guest takes its byte, jiffies exact
-    wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    # (after the kick the timekeeper takes ticks again until the VM is
+    # fully idle: a pause before its tick is stopped could end by a tick)
+    quiescent(c, log)
     start, nl = len(w.events), len(vm.lines)
     r = c.request({"cmd": "pause"})
     vm.send("s")
@@ -267,7 +317,7 @@ def test_idle(tmp):
           [w.events[start:], vm.lines[nl:]])
 
     # sysidlectl pause / resume
-    wait_status(c, lambda v: v["state"] == "FULL_NOTED")
+    quiescent(c, log)
     rc1, out1, err1 = ctl(["pause", sock])
     p1 = c.status()["paused"]
     rc2, out2, err2 = ctl(["--json", "resume", sock])
@@ -277,8 +327,10 @@ def test_idle(tmp):
           "sysidlectl pause NAME (exit 0, silent), --json resume NAME",
           [rc1, out1, err1, rc2, out2, err2])
 
-    # the whole stream: pause events alternate, state events stay in order
-    c.request({"cmd": "status"})
+    # the whole stream: pause events alternate, state events stay in order.
+    # The "resume" reply goes out at once, its event through the
+    # housekeeping thread: wait (bounded) until the 8 events came.
+    poll_until(lambda: len(w.pauses()) >= 8, 10)
     seq = [e["event"] for e in w.pauses()]
     alt = all(seq[k] == ("paused" if k % 2 == 0 else "resumed")
               for k in range(len(seq)))
@@ -302,84 +354,193 @@ def test_idle(tmp):
     rc = vm.stop()
     check(rc == 143, "idle VM: SIGTERM, exit 143", "exit %s\n%s" %
           (rc, vm.err))
+    try:
+        with open(stats) as f:
+            sp = json.load(f).get("pause")
+    except (OSError, ValueError) as e:
+        sp = repr(e)
+    want = dict((k, v["counters"][k]) for k in
+                ("pauses", "resumes_requested", "resumes_self"))
+    check(sp == want, "--stats-json at exit: \"pause\" holds the counters "
+          "status gave (%s)" % want, sp)
 
 
-def vm_start_unix_ms(c):
-    """The VM's creation time, wall clock, from uptime_s."""
-    t = time.time()
-    v = c.status()
-    return (t - v["uptime_s"]) * 1000.0
+def vm_start_unix_ms(v):
+    """The VM's creation time, wall clock, in ms, from one status snapshot
+    alone (the VMM's own clock, not when this test got the reply):
+    since_unix_ms is when the current state began, in_state_s how long ago,
+    uptime_s how long ago the VM was created."""
+    return v["since_unix_ms"] + (v["in_state_s"] - v["uptime_s"]) * 1000.0
+
+
+# A guest timer test needs the VM paused before the timer's deadline; on a
+# loaded host the setup can take longer than that: the run is then done
+# again with a longer sleep (the checks come from the run that paused in
+# time; none is reported for a run that did not).
+TIMER_ATTEMPTS = 3
+
+
+def pause_watched(sock, c):
+    """A watcher, then a pause and a status on @c: (watcher, pause reply,
+    status vm object), each None when the VM had already gone."""
+    try:
+        w = Watcher(sock)
+    except OSError:
+        return None, None, None
+    return w, ask(c, {"cmd": "pause"}), ask_status(c)
 
 
 def test_timer_pvtick(tmp):
     """pvtick.elf sleeps on a one-shot LAPIC timer (1.5 s) with its pv
     tick on, under --sysidle: fully idle, paused, the timer resumes the VM
     at its deadline and the guest's jiffies are exact."""
+    for attempt in range(TIMER_ATTEMPTS):
+        if timer_pvtick(tmp, 1500 << attempt, attempt + 1 == TIMER_ATTEMPTS):
+            return
+
+
+def timer_pvtick(tmp, sleep_ms, last):
+    """One run; False when it paused too late to test the timer (and
+    @last is false: the caller tries again), else True."""
     g = os.path.join(vmmtest.GUESTS, "pvtick.elf")
-    sock = os.path.join(tmp, "pvt.sock")
-    sleep_ms = 1500
-    vm = Vm(["--sysidle", "--append", "hz=100 sleep=%d" % sleep_ms,
-             "--control", sock, g])
+    sock = os.path.join(tmp, "pvt%d.sock" % sleep_ms)
+    log = os.path.join(tmp, "pvt%d.log" % sleep_ms)
+    vm = Vm(["--sysidle", "--sysidle-log", log, "--append",
+             "hz=100 sleep=%d" % sleep_ms, "--control", sock, g])
     c = connect(sock, vm.p)
     if c is None:
         check(False, "pvtick.elf: the control socket answers", vm.err)
         vm.stop(signal.SIGKILL)
-        return
-    start_ms = vm_start_unix_ms(c)
-    v = wait_status(c, lambda v: v["state"] == "FULL_NOTED", 10)
-    w = Watcher(sock)
-    r = c.request({"cmd": "pause"})
-    v = c.status()
-    check(v is not None and r.get("paused") is True and v["paused"] and
-          v["uptime_s"] * 1000 < sleep_ms - 200,
+        return True
+    # fully idle with the tick stopped: else the tick could end the pause
+    quiescent(c, log, 10)
+    # (the guest exits once its timer fired: the connections may be gone)
+    w, r, v = pause_watched(sock, c)
+    at = v["uptime_s"] * 1000 if v else -1
+    # The deadline is at least sleep_ms after the VM's creation: a status
+    # taken before that must say paused.
+    if not (w and isinstance(r, dict) and v and at < sleep_ms - 200) and \
+            not last:
+        print("# pvtick.elf sleep=%d: paused only at %s, too late to test "
+              "the timer: again with a longer sleep" %
+              (sleep_ms, "%.0f ms" % at if v else "its end"))
+        if w:
+            w.close()
+        c.close()
+        vm.stop(signal.SIGKILL)
+        return False
+    check(v is not None and isinstance(r, dict) and
+          r.get("paused") is True and v["paused"] and at < sleep_ms - 200,
           "pvtick.elf sleep=%d, --sysidle: fully idle, paused at %.0f ms" %
-          (sleep_ms, v["uptime_s"] * 1000 if v else -1), [r, v])
-    i = w.wait(is_event("resumed"), 10)
+          (sleep_ms, at), [r, v])
+    if w is None:
+        vm.stop(signal.SIGKILL)
+        return True
+    start_ms = vm_start_unix_ms(v) if v else 0
+    i = w.wait(is_event("resumed"), 10 + sleep_ms / 1000.0)
     ev = w.events[i] if i is not None else {}
-    late = ev.get("unix_ms", 0) - (start_ms + sleep_ms)
     rc = vm.stop(None, 20)
-    check(ev.get("reason") == "timer" and -30 <= late <= 300,
-          "the LAPIC timer resumes the VM: reason timer, %.0f ms after the "
-          "deadline (bound -30..300 ms; the guest arms it right after its "
-          "boot)" % late, w.events)
+    # The guest arms the timer after the VM's creation and before its first
+    # HLT; the first state change of the --sysidle-log (ms since the VM
+    # started, the VMM's clock) comes after that HLT. So the deadline lies
+    # between start + sleep and first change + sleep, whatever the time
+    # the guest took to boot on a loaded host.
+    first = next((float(m.group(1)) for m in
+                  (re.match(r"^(\d+\.\d+) state ", l)
+                   for l in vmmtest.read_lines(log)) if m), None)
+    res = ev.get("unix_ms")
+    early = res - (start_ms + sleep_ms) if isinstance(res, int) else None
+    late = res - (start_ms + first + sleep_ms) \
+        if isinstance(res, int) and first is not None else None
+    check(ev.get("reason") == "timer" and early is not None and
+          late is not None and early >= -30 and late <= 300,
+          "the LAPIC timer resumes the VM: reason timer, %s ms after the "
+          "earliest deadline (VM start + %d ms), %s ms after the latest "
+          "(first state change + %d ms); bounds -30, 300 ms" %
+          (early if early is None else "%.0f" % early, sleep_ms,
+           late if late is None else "%.0f" % late, sleep_ms),
+          [w.events, vmmtest.read_lines(log)[:3]])
     check(rc == 0 and "pvtick ok" in vm.lines,
           "the guest's jiffies are exact after the pause (pvtick ok, exit "
           "%s)" % rc, "\n".join(vm.lines) + vm.err)
     w.close()
     c.close()
+    return True
 
 
 def test_timer_plain(tmp):
     """idle.elf sleep=1 without a tick and without --sysidle: paused
     right after it armed its one-shot LAPIC timer; the timer resumes it at
     the deadline, the guest sees it and exits 0."""
-    sock = os.path.join(tmp, "plain.sock")
-    vm = Vm(["--append", "hz=0 sleep=1", "--control", sock,
+    for attempt in range(TIMER_ATTEMPTS):
+        if timer_plain(tmp, 1 << attempt, attempt + 1 == TIMER_ATTEMPTS):
+            return
+
+
+def timer_plain(tmp, sleep_s, last):
+    """One run; False when it paused too late to test the timer (and
+    @last is false: the caller tries again), else True."""
+    sock = os.path.join(tmp, "plain%d.sock" % sleep_s)
+    vm = Vm(["--append", "hz=0 sleep=%d" % sleep_s, "--control", sock,
              tool("idle.elf")])
     c = connect(sock, vm.p)
     armed = vm.wait_line(r"^idle: \d+ cpus up", 20)
-    t_armed = time.monotonic()
+    # The guest prints this line after it armed the timer: when it is read
+    # here, the deadline is at most sleep_s away (wall clock, ms).
+    t_armed_ms = time.time() * 1000.0
     if c is None or armed is None:
-        check(False, "idle.elf sleep=1: socket and guest up", vm.err)
+        check(False, "idle.elf sleep=%d: socket and guest up" % sleep_s,
+              vm.err)
         vm.stop(signal.SIGKILL)
-        return
-    w = Watcher(sock)
-    r = c.request({"cmd": "pause"})
-    v = c.status()
-    check(r.get("paused") is True and v["paused"] and
-          v["sysidle"] is False and v["state"] == "NOT",
-          "without --sysidle: pause ok, status paused, state NOT", [r, v])
-    i = w.wait(is_event("resumed"), 10)
-    t_res = w.times[i] if i is not None else t_armed + 99
+        return True
+    # (the guest exits once its timer fired: the connections may be gone)
+    w, r, v = pause_watched(sock, c)
+    at = v["uptime_s"] * 1000 if v else -1
+    # The deadline is at least sleep_s after the VM's creation: a status
+    # taken before that must say paused.
+    if not (w and isinstance(r, dict) and v and
+            at < sleep_s * 1000 - 200) and not last:
+        print("# idle.elf sleep=%d: paused only at %s, too late to test "
+              "the timer: again with a longer sleep" %
+              (sleep_s, "%.0f ms" % at if v else "its end"))
+        if w:
+            w.close()
+        c.close()
+        vm.stop(signal.SIGKILL)
+        return False
+    check(isinstance(r, dict) and r.get("paused") is True and
+          v is not None and v["paused"] and v["sysidle"] is False and
+          v["state"] == "NOT" and at < sleep_s * 1000 - 200,
+          "without --sysidle: pause ok, status paused (at %.0f ms), state "
+          "NOT" % at, [r, v])
+    if w is None:
+        vm.stop(signal.SIGKILL)
+        return True
+    start_ms = vm_start_unix_ms(v) if v else 0
+    i = w.wait(is_event("resumed"), 10 + sleep_s)
     ev = w.events[i] if i is not None else {}
     rc = vm.stop(None, 20)
-    check(ev.get("reason") == "timer" and 0.7 < t_res - t_armed < 1.3 and
-          rc == 0 and vm.wait_line(r"^idle: woken by timer", 1) is not None,
-          "without --sysidle: the LAPIC timer resumes the VM %.3f s after "
-          "the guest armed it for 1 s (reason timer); exit %s" %
-          (t_res - t_armed, rc), [w.events, vm.lines])
+    # Timed by the VMM's clock (the event's unix_ms), not by when this test
+    # read the event: the deadline lies between the VM's creation + sleep
+    # and the moment this test read the guest's line + sleep.
+    res = ev.get("unix_ms")
+    early = res - (start_ms + sleep_s * 1000) if isinstance(res, int) \
+        else None
+    late = res - (t_armed_ms + sleep_s * 1000) if isinstance(res, int) \
+        else None
+    check(ev.get("reason") == "timer" and early is not None and
+          early >= -30 and late <= 300 and rc == 0 and
+          vm.wait_line(r"^idle: woken by timer", 1) is not None,
+          "without --sysidle: the LAPIC timer the guest armed for %d s "
+          "resumes the VM (reason timer) %s ms after the VM's creation + "
+          "%d s, %s ms after the guest's line was read + %d s (bounds -30, "
+          "300 ms); exit %s" %
+          (sleep_s, early if early is None else "%.0f" % early, sleep_s,
+           late if late is None else "%.0f" % late, sleep_s, rc),
+          [w.events, vm.lines])
     w.close()
     c.close()
+    return True
 
 
 def test_plain_tick(tmp):
@@ -394,13 +555,26 @@ def test_plain_tick(tmp):
         vm.stop(signal.SIGKILL)
         return
     w = Watcher(sock)
-    r = c.request({"cmd": "pause"})
-    i = w.wait(is_event("resumed"), 10)
-    ev = w.events[i] if i is not None else {}
-    check(r.get("paused") is True and ev.get("reason") == "timer" and
-          ev.get("paused_ms", 99) <= 20,
+    # paused_ms is the VMM's own measure, but the tick that ends the pause
+    # is fired by its housekeeping thread, which a loaded host can run late.
+    # Every pause must be ended by the tick; the next one (4 ms) must be
+    # seen within 20 ms at least once in up to 5 pauses.
+    got = []
+    for n in range(5):
+        start = len(w.events)
+        r = c.request({"cmd": "pause"})
+        i = w.wait(is_event("resumed"), 10, start)
+        ev = w.events[i] if i is not None else {}
+        got.append((r.get("paused") if isinstance(r, dict) else r,
+                    ev.get("reason"), ev.get("paused_ms")))
+        if got[-1][:2] != (True, "timer") or \
+                not isinstance(got[-1][2], int) or got[-1][2] <= 20:
+            break
+    check(all(g[:2] == (True, "timer") and isinstance(g[2], int)
+              for g in got) and got[-1][2] <= 20,
           "without --sysidle, pv tick 250 Hz: paused, resumed by the tick "
-          "(reason timer) after %s ms" % ev.get("paused_ms"), w.events)
+          "(reason timer) after %s ms" % " / ".join(str(g[2]) for g in got),
+          [got, w.events])
     w.close()
     c.close()
     rc = vm.stop()

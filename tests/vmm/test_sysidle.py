@@ -56,6 +56,21 @@ def ctx_switches(pid):
     return total
 
 
+def all_sleeping(pid):
+    """Every VMM thread of @pid (as ctx_switches counts them) sleeps."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                if int(tid) != pid and not f.read().startswith("vmm-"):
+                    continue
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "S":
+                    return False
+        except OSError:
+            pass
+    return True
+
+
 def thread_cpus(pid, name):
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
@@ -143,7 +158,13 @@ def test_idle(tmp, cpus, wake_guest):
     if noted is None:
         vm.stop(signal.SIGKILL)
         return
-    time.sleep(0.5)
+    # The window starts once the VM is fully idle now (its log's latest
+    # line "tick stopped": a stop that raced with a tick-only wake-up is
+    # followed by a restart) and every VMM thread sleeps (the writes and
+    # wake-ups that follow the stop are done), waited for, bounded.
+    vmmtest.poll_until(lambda: read_log(log)[-1:] and
+                       read_log(log)[-1].endswith("tick stopped") and
+                       all_sleeping(vm.p.pid), 10)
     c0 = ctx_switches(vm.p.pid)
     time.sleep(3)
     c1 = ctx_switches(vm.p.pid)
@@ -210,16 +231,23 @@ def test_pin(tmp):
     vm = Vm(["--sysidle", "--housekeeping-cpu", "0",
              os.path.join(GUESTS, "spin.elf")])
     vm.wait_line("spinning", 10)
-    time.sleep(0.3)
-    busy = thread_cpus(vm.p.pid, "vmm-housekeep")
+    # The housekeeping thread pins itself when it starts: wait (bounded)
+    # for the pin rather than for a fixed time.
+    busy = vmmtest.poll_until(
+        lambda: thread_cpus(vm.p.pid, "vmm-housekeep"), 10,
+        done=lambda c: c == "0") or thread_cpus(vm.p.pid, "vmm-housekeep")
     vm.stop()
     log = os.path.join(tmp, "pin.log")
     vm = Vm(["--cpus", "2", "--sysidle", "--sysidle-log", log,
              "--housekeeping-cpu", "0", "--append", "hz=250",
              tool("idle.elf")])
     wait_log(log, "tick stopped", 30)
-    time.sleep(0.2)
-    idle = thread_cpus(vm.p.pid, "vmm-housekeep")
+    # The pin is released before "tick stopped" is logged, and taken again
+    # if the tick restarts at once (a stop that raced with a tick-only
+    # wake-up): wait (bounded) for the released pin.
+    idle = vmmtest.poll_until(
+        lambda: thread_cpus(vm.p.pid, "vmm-housekeep"), 10,
+        done=lambda c: c == orig) or thread_cpus(vm.p.pid, "vmm-housekeep")
     vm.stop()
     check(busy == "0" and idle == orig, "--housekeeping-cpu 0: pinned while "
           "busy (%s), released when fully idle (%s, process: %s)" %
