@@ -619,20 +619,22 @@ void idle_external_kick(void)
 	housekeeping_kick();
 }
 
-/* Any thread (the control socket's "kick"): end full idle as SIGUSR2 does,
- * and wake the timekeeper vCPU with its pv tick now (one of the ticks due:
- * its jiffies stay exact). Without a pv tick only the first part. */
+/* Any thread (the control socket's "kick"): wake the timekeeper vCPU with
+ * its pv tick now (one of the ticks due: its jiffies stay exact), then end
+ * full idle as SIGUSR2 does. Without a pv tick only the second part. The
+ * tick goes first so that the kick, not the tick the housekeeping thread
+ * restarts, is what wakes (and resumes, when paused) the VM. */
 void idle_kick_timekeeper(void)
 {
 	struct vcpu *t;
 
 	if (!idle.enabled)
 		return;
-	idle_external_kick();
 	t = &idle.vm->vcpus[idle.tk];
 	pthread_mutex_lock(&t->lock);
 	pvtick_deliver_now(t);
 	pthread_mutex_unlock(&t->lock);
+	idle_external_kick();
 }
 
 void idle_halt(struct vcpu *v, bool sipi)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "export.h"
 #include "housekeeping.h"
 #include "vmm.h"
 
@@ -164,6 +165,19 @@ static void stats_sysidle(struct json *j, const struct vm *vm)
 	json_close(j, '}');
 }
 
+/* The control socket's pause / resume counters (the same as status). */
+static void stats_pause(struct json *j)
+{
+	struct vm_status st = { 0 };
+
+	pause_read_status(&st);
+	json_open(j, "pause", '{');
+	json_u64(j, "pauses", st.pauses);
+	json_u64(j, "resumes_requested", st.resumes_requested);
+	json_u64(j, "resumes_self", st.resumes_self);
+	json_close(j, '}');
+}
+
 /* Caller: every vCPU and the housekeeping thread have been joined. */
 int stats_write(struct vm *vm, const char *path, int status)
 {
@@ -186,6 +200,7 @@ int stats_write(struct vm *vm, const char *path, int status)
 	json_u64(&j, "timers_fired", housekeeping_timers_fired());
 	json_close(&j, '}');
 	stats_sysidle(&j, vm);
+	stats_pause(&j);
 	json_open(&j, "vcpus", '[');
 	for (unsigned int i = 0; i < vm->ncpus; i++)
 		stats_vcpu(&j, &vm->vcpus[i]);

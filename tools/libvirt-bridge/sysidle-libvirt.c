@@ -412,6 +412,20 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 }
 
 /* A replay record naming no libvirt domain: one warning per name. */
+/* After hooks_stop(): say how many hook events were never run, so whoever
+ * finds fewer transitions in a hook's log than in the bridge's knows why. */
+static void report_dropped_hooks(void)
+{
+	uint64_t run, failed, dropped;
+
+	hooks_counts(&run, &failed, &dropped);
+	if (dropped)
+		warn("%" PRIu64 " hook event%s dropped: the hooks ran slower "
+		     "than the events came, and a domain's pending idle "
+		     "events were coalesced (%" PRIu64 " hooks run)",
+		     dropped, dropped == 1 ? "" : "s", run);
+}
+
 static void warn_unknown(const char *name)
 {
 	char **u;
@@ -702,6 +716,7 @@ int main(int argc, char **argv)
 	}
 	status = run(sf);
 	hooks_stop();
+	report_dropped_hooks();
 	stats_file_close(sf);
 	for (size_t i = 0; i < nunknown; i++)
 		free(unknown[i]);
