@@ -5,6 +5,7 @@ VMM GUESTS_DIR GUEST_TOOLS_DIR."""
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -213,6 +214,9 @@ class Vm:
             self.p.wait(timeout=self.stop_timeout if timeout is None
                         else timeout)
         except subprocess.TimeoutExpired:
+            for line in threads_report(self.p.pid).splitlines():
+                print("# hang: " + line)
+            sys.stdout.flush()
             self.p.kill()
             self.p.wait()
             self.stop_seconds = time.monotonic() - t0
@@ -223,6 +227,46 @@ class Vm:
         sanitizer_check(self.err, ([self.tag] if self.tag else []) +
                         self.args)
         return self.p.returncode
+
+
+def threads_report(pid):
+    """What each thread of @pid is doing, for a process that did not stop:
+    name, state and wait channel, its kernel stack (root only), then every
+    thread's user stack when gdb is installed (bounded)."""
+    out = []
+    try:
+        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+    except OSError as e:
+        return "no threads to report: %s" % e
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        try:
+            with open(base + "stat") as f:
+                st = f.read()
+            with open(base + "wchan") as f:
+                wchan = f.read().strip()
+        except OSError:
+            continue
+        out.append("thread %s %s state %s wchan %s" % (
+            tid, st[st.index("(") + 1:st.rindex(")")],
+            st[st.rindex(")") + 2], wchan or "-"))
+        try:
+            with open(base + "stack") as f:
+                out.extend("    " + l for l in f.read().splitlines())
+        except OSError:
+            pass
+    gdb = shutil.which("gdb")
+    if gdb:
+        try:
+            r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex",
+                                "thread apply all bt"],
+                               stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=30)
+            out.extend(l for l in r.stdout.splitlines()
+                       if l.startswith(("Thread ", "#")))
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out.append("gdb: %s" % e)
+    return "\n".join(out)
 
 
 def kvm_usable():
