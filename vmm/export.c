@@ -4,8 +4,9 @@
  * VMM's core. It drains the event queue (filled by the housekeeping thread
  * through export_post_event), passes each change to the control socket's
  * watchers and to the hooks, and rewrites the metrics file at each batch of
- * changes and at most once a second while the VM is not fully idle (no
- * periodic wake-up once it is). It only polls: a slow client, a full disk or
+ * changes (unless, in full idle, the file already shows them) and at most
+ * once a second while the VM is not fully idle (no periodic wake-up once it
+ * is). It only polls: a slow client, a full disk or
  * a hung hook delays nothing but itself.
  */
 #include <errno.h>
@@ -33,6 +34,18 @@
 
 enum metrics_timer { TIMER_OFF, TIMER_PERIODIC, TIMER_SETTLE };
 
+/* What a metrics file in full idle shows that a rewrite could change: the
+ * state and its time, every vCPU halted, the pause. Two equal ones in full
+ * idle: the second rewrite would be no news (its events came after the
+ * snapshot that already showed them), and is not made. */
+struct metrics_shown {
+	bool valid;
+	int state;
+	uint64_t since_ns;
+	bool halted, paused;
+	uint64_t pauses, resumes_requested, resumes_self;
+};
+
 static struct {
 	struct vm *vm;
 	pthread_t thread;
@@ -53,6 +66,7 @@ static struct {
 	bool settle;               /* the last snapshot in full idle was not */
 	unsigned int settle_tries; /* settle rewrites in this full idle period */
 	bool metrics_failed;
+	struct metrics_shown shown; /* what the file last written showed */
 } ex = { .lock = PTHREAD_MUTEX_INITIALIZER, .ev_fd = -1, .stop_fd = -1,
 	 .timer_fd = -1 };
 
@@ -98,20 +112,48 @@ static bool all_halted(const struct vm_status *st)
 	return true;
 }
 
-/* Export thread: rewrite the metrics file now. */
-static void export_metrics(void)
+static bool shown_equal(const struct metrics_shown *a,
+			const struct metrics_shown *b)
+{
+	return a->valid && b->valid && a->state == b->state &&
+	       a->since_ns == b->since_ns && a->halted == b->halted &&
+	       a->paused == b->paused && a->pauses == b->pauses &&
+	       a->resumes_requested == b->resumes_requested &&
+	       a->resumes_self == b->resumes_self;
+}
+
+/* Export thread: rewrite the metrics file now; in settled full idle only
+ * when it would show something new, unless @always (at start and exit). A
+ * snapshot is taken after the state changed, and the changes' events can
+ * still be queued behind it: their drain must not rewrite a file that
+ * already shows them. */
+static void export_metrics(bool always)
 {
 	const char *path = ex.vm->opts->metrics_file;
+	struct metrics_shown now;
 
 	if (!path)
 		return;
 	vm_status_read(ex.vm, ex.st);
+	now = (struct metrics_shown){
+		.valid = true, .state = ex.st->state,
+		.since_ns = ex.st->since_ns, .halted = all_halted(ex.st),
+		.paused = ex.st->paused, .pauses = ex.st->pauses,
+		.resumes_requested = ex.st->resumes_requested,
+		.resumes_self = ex.st->resumes_self };
+	if (!always && now.state == SYSIDLE_FULL_NOTED && now.halted &&
+	    shown_equal(&now, &ex.shown)) {
+		ex.settle = false;
+		return;
+	}
 	if (metrics_write(path, ex.st) < 0) {
 		if (!ex.metrics_failed)
 			vmm_warn("--metrics-file '%s': %s (further failures "
 				 "are not reported)", path, strerror(errno));
 		ex.metrics_failed = true;
+		now.valid = false;
 	}
+	ex.shown = now;
 	if (ex.state != SYSIDLE_FULL_NOTED)
 		ex.settle_tries = 0;
 	ex.settle = ex.state == SYSIDLE_FULL_NOTED && !all_halted(ex.st) &&
@@ -196,7 +238,7 @@ static void *export_thread(void *arg)
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "vmm-export");
-	export_metrics();
+	export_metrics(true);
 	export_metrics_timer();
 	for (;;) {
 		fds[0] = (struct pollfd){ .fd = ex.stop_fd, .events = POLLIN };
@@ -226,7 +268,7 @@ static void *export_thread(void *arg)
 			}
 		}
 		if (changed)
-			export_metrics();
+			export_metrics(false);
 		control_handle(fds + 3, n - 3);
 		export_metrics_timer();
 	}
@@ -302,7 +344,7 @@ void export_stop(void)
 	}
 	control_close();
 	if (ex.st && ex.vm->opts->metrics_file)
-		export_metrics();
+		export_metrics(true);
 	vm_status_free(ex.st);
 	ex.st = NULL;
 	if (ex.ev_fd >= 0)
