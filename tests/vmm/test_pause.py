@@ -380,6 +380,24 @@ def vm_start_unix_ms(v):
 TIMER_ATTEMPTS = 3
 
 
+def paused_in_time(w, r, v, deadline_ms, last, what, c, vm):
+    """(go on, paused at ms): whether the pause (watcher @w, reply @r,
+    status @v) came in time to test a timer due @deadline_ms after the
+    VM's creation, at least 200 ms before it (a status taken before the
+    deadline must say paused). When it did not and this is not the
+    @last attempt, the VM is dropped for another try with a longer sleep."""
+    at = v["uptime_s"] * 1000 if v else -1
+    if (w and isinstance(r, dict) and v and at < deadline_ms - 200) or last:
+        return True, at
+    print("# %s: paused only at %s, too late to test the timer: again "
+          "with a longer sleep" % (what, "%.0f ms" % at if v else "its end"))
+    if w:
+        w.close()
+    c.close()
+    vm.stop(signal.SIGKILL)
+    return False, at
+
+
 def pause_watched(sock, c):
     """A watcher, then a pause and a status on @c: (watcher, pause reply,
     status vm object), each None when the VM had already gone."""
@@ -416,18 +434,9 @@ def timer_pvtick(tmp, sleep_ms, last):
     quiescent(c, log, 10)
     # (the guest exits once its timer fired: the connections may be gone)
     w, r, v = pause_watched(sock, c)
-    at = v["uptime_s"] * 1000 if v else -1
-    # The deadline is at least sleep_ms after the VM's creation: a status
-    # taken before that must say paused.
-    if not (w and isinstance(r, dict) and v and at < sleep_ms - 200) and \
-            not last:
-        print("# pvtick.elf sleep=%d: paused only at %s, too late to test "
-              "the timer: again with a longer sleep" %
-              (sleep_ms, "%.0f ms" % at if v else "its end"))
-        if w:
-            w.close()
-        c.close()
-        vm.stop(signal.SIGKILL)
+    ok, at = paused_in_time(w, r, v, sleep_ms, last,
+                            "pvtick.elf sleep=%d" % sleep_ms, c, vm)
+    if not ok:
         return False
     check(v is not None and isinstance(r, dict) and
           r.get("paused") is True and v["paused"] and at < sleep_ms - 200,
@@ -495,18 +504,9 @@ def timer_plain(tmp, sleep_s, last):
         return True
     # (the guest exits once its timer fired: the connections may be gone)
     w, r, v = pause_watched(sock, c)
-    at = v["uptime_s"] * 1000 if v else -1
-    # The deadline is at least sleep_s after the VM's creation: a status
-    # taken before that must say paused.
-    if not (w and isinstance(r, dict) and v and
-            at < sleep_s * 1000 - 200) and not last:
-        print("# idle.elf sleep=%d: paused only at %s, too late to test "
-              "the timer: again with a longer sleep" %
-              (sleep_s, "%.0f ms" % at if v else "its end"))
-        if w:
-            w.close()
-        c.close()
-        vm.stop(signal.SIGKILL)
+    ok, at = paused_in_time(w, r, v, sleep_s * 1000, last,
+                            "idle.elf sleep=%d" % sleep_s, c, vm)
+    if not ok:
         return False
     check(isinstance(r, dict) and r.get("paused") is True and
           v is not None and v["paused"] and v["sysidle"] is False and
