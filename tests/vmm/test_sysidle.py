@@ -58,17 +58,8 @@ def ctx_switches(pid):
 
 def all_sleeping(pid):
     """Every VMM thread of @pid (as ctx_switches counts them) sleeps."""
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                if int(tid) != pid and not f.read().startswith("vmm-"):
-                    continue
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "S":
-                    return False
-        except OSError:
-            pass
-    return True
+    return all(st == "S" for tid, name, st in vmmtest.tasks(pid)
+               if tid == pid or name.startswith("vmm-"))
 
 
 def thread_cpus(pid, name):

@@ -199,19 +199,9 @@ def finish(p, timeout=RUN_TIMEOUT):
 
 def vcpus_blocked(pid, ncpus):
     """True when the @ncpus vCPU threads of @pid (vmm-vcpuN) all sleep."""
-    n = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        if comm.startswith("vmm-vcpu"):
-            if st[st.rindex(")") + 2] not in "SD":
-                return False
-            n += 1
-    return n == ncpus
+    vcpus = [st for _, name, st in vmmtest.tasks(pid)
+             if name.startswith("vmm-vcpu")]
+    return len(vcpus) == ncpus and all(st in "SD" for st in vcpus)
 
 
 def cpu_used(p, ncpus, window):

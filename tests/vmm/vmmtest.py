@@ -229,27 +229,39 @@ class Vm:
         return self.p.returncode
 
 
+def tasks(pid):
+    """(tid, name, state letter) of each thread of @pid, from
+    /proc/PID/task/TID/stat; threads that end meanwhile are left out."""
+    out = []
+    try:
+        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                st = f.read()
+        except OSError:
+            continue
+        out.append((int(tid), st[st.index("(") + 1:st.rindex(")")],
+                    st[st.rindex(")") + 2]))
+    return out
+
+
 def threads_report(pid):
     """What each thread of @pid is doing, for a process that did not stop:
     name, state and wait channel, its kernel stack (root only), then every
     thread's user stack when gdb is installed (bounded)."""
     out = []
-    try:
-        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
-    except OSError as e:
-        return "no threads to report: %s" % e
-    for tid in tids:
-        base = "/proc/%d/task/%s/" % (pid, tid)
+    for tid, name, state in tasks(pid):
+        base = "/proc/%d/task/%d/" % (pid, tid)
         try:
-            with open(base + "stat") as f:
-                st = f.read()
             with open(base + "wchan") as f:
                 wchan = f.read().strip()
         except OSError:
-            continue
-        out.append("thread %s %s state %s wchan %s" % (
-            tid, st[st.index("(") + 1:st.rindex(")")],
-            st[st.rindex(")") + 2], wchan or "-"))
+            wchan = "?"
+        out.append("thread %d %s state %s wchan %s" % (tid, name, state,
+                                                       wchan or "-"))
         try:
             with open(base + "stack") as f:
                 out.extend("    " + l for l in f.read().splitlines())
