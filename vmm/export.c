@@ -6,8 +6,8 @@
  * watchers and to the hooks, and rewrites the metrics file at each batch of
  * changes (unless, in full idle, the file already shows them) and at most
  * once a second while the VM is not fully idle (no periodic wake-up once it
- * is). It only polls: a slow client, a full disk or
- * a hung hook delays nothing but itself.
+ * is). It only polls: a slow client, a full disk or a hung hook delays
+ * nothing but itself.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -156,7 +156,7 @@ static void export_metrics(bool always)
 	ex.shown = now;
 	if (ex.state != SYSIDLE_FULL_NOTED)
 		ex.settle_tries = 0;
-	ex.settle = ex.state == SYSIDLE_FULL_NOTED && !all_halted(ex.st) &&
+	ex.settle = ex.state == SYSIDLE_FULL_NOTED && !now.halted &&
 		    ex.settle_tries++ < METRICS_SETTLE_TRIES;
 }
 

@@ -411,7 +411,6 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 	publish(t, r.to, why);
 }
 
-/* A replay record naming no libvirt domain: one warning per name. */
 /* After hooks_stop(): say how many hook events were never run, so whoever
  * finds fewer transitions in a hook's log than in the bridge's knows why. */
 static void report_dropped_hooks(void)
@@ -426,6 +425,7 @@ static void report_dropped_hooks(void)
 		     dropped, dropped == 1 ? "" : "s", run);
 }
 
+/* A replay record naming no libvirt domain: one warning per name. */
 static void warn_unknown(const char *name)
 {
 	char **u;
