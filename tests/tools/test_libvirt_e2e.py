@@ -852,8 +852,15 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
             t_p2, t_p2_w = time.monotonic(), time.time()
             ms = metadata_state(libvirt, dom)
             since2 = since_s(ms[1]) if ms else None
-            n = len(re.findall(r"^suspend %s: paused " % re.escape(name),
-                               read(clog), re.M))
+            # The consolidator logs its suspend once virDomainSuspend has
+            # returned, so its line can come just after the state this
+            # test saw: waited for (bounded) before it is counted.
+
+            def suspend_lines():
+                return len(re.findall(r"^suspend %s: paused " %
+                                      re.escape(name), read(clog), re.M))
+            poll_until(lambda: suspend_lines() >= 2, DAEMON_S, POLL_S)
+            n = suspend_lines()
             if ok and since2 is not None:
                 ref = max(since2, t_res_w)
                 # the resume came after t_last_paused_w: the longest
