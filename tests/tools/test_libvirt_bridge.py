@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
 from tap import check, finish  # noqa: E402
+from procfs import alive  # noqa: E402
 
 BRIDGE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
 NS = "urn:sysidle:1"
@@ -532,14 +533,6 @@ def test_sigterm(tmp):
           "SIGTERM: the metadata is removed", out)
 
 
-def proc_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_hang(tmp):
     """A hook that hangs is killed (its process group too) at
     --hook-timeout; the scans and the publishing go on meanwhile."""
@@ -595,8 +588,8 @@ def test_hang(tmp):
           "publish", out)
     if pids:
         hook_pid, sleep_pid = map(int, pids[:2])
-        gone = poll_until(lambda: not proc_alive(hook_pid) and
-                          not proc_alive(sleep_pid), 5)
+        gone = poll_until(lambda: not alive(hook_pid) and
+                          not alive(sleep_pid), 5)
         check(gone, "the hook's process group is killed (its child too)",
               pids)
     rc = b.wait(30)

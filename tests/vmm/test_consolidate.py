@@ -24,33 +24,11 @@ import time
 
 import vmmtest
 from vmmtest import Client, Vm, check, tool
+from procfs import allowed_cpus  # noqa: E402
 
 vmmtest.init(sys.argv)
 CONSOLIDATE = sys.argv[5]
 RESTORE_LIMIT_S = 0.1
-
-
-def parse_cpus(text):
-    cpus = set()
-    for part in text.strip().split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            cpus.update(range(int(a), int(b) + 1))
-        elif part:
-            cpus.add(int(part))
-    return cpus
-
-
-def allowed(pid, tid):
-    """The thread's Cpus_allowed_list as a set; None if it cannot be read."""
-    try:
-        with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
-            for line in f:
-                if line.startswith("Cpus_allowed_list:"):
-                    return parse_cpus(line.split(":", 1)[1])
-    except OSError:
-        pass
-    return None
 
 
 def status(path):
@@ -72,7 +50,7 @@ def threads(vm):
 
 
 def affinities(vm):
-    return {t: allowed(p, t) for p, t in threads(vm)}
+    return {t: allowed_cpus(p, t) for p, t in threads(vm)}
 
 
 def fmt(aff):
@@ -232,7 +210,7 @@ def run(tmp, full, idle_set, idle_arg):
         end = time.monotonic() + 2
         while ev_ms is not None and time.monotonic() < end:
             t_read = time.time() * 1000
-            a = {t: allowed(p, t) for p, t in own}
+            a = {t: allowed_cpus(p, t) for p, t in own}
             if a == orig[names[0]]:
                 restored_at = time.time() * 1000 - ev_ms
                 break
@@ -287,7 +265,7 @@ def run(tmp, full, idle_set, idle_arg):
             lambda: (lambda st: st if st and all(t for _, t in threads(st))
                      else None)(status(late_sock)), 30)
         late_packed = lst is not None and vmmtest.poll_until(
-            lambda: all(allowed(p, t) == idle_set for p, t in threads(lst)),
+            lambda: all(allowed_cpus(p, t) == idle_set for p, t in threads(lst)),
             10, step=0.005)
         t_late = time.monotonic() - t0
         check(late_packed and daemon.wait_line(

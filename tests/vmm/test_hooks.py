@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 
 import vmmtest
 from vmmtest import check, poll_until, read_lines, tool
+from procfs import alive  # noqa: E402 (after vmmtest: it sets the path)
 
 vmmtest.init(sys.argv)
 GUESTS = vmmtest.GUESTS
@@ -228,14 +229,6 @@ def test_events(tmp):
     check("warning" not in vm.err, "no warning on stderr", vm.err)
 
 
-def proc_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def wall_ms(lines, n, xml_path):
     """The wall-clock time (ms) of the first "FULL_NOTED -> NOT" line of
     the --sysidle-log @lines from index @n on; the log's last
@@ -328,7 +321,7 @@ def test_hang(tmp):
 
         def look():
             w = hooks_thread_syscall(vm.p.pid)
-            return w if proc_alive(hook_pid) else "gone"
+            return w if alive(hook_pid) else "gone"
         waiter = poll_until(look, 0.3,
                             done=lambda w: w in ("7", "271", "gone"))
         if waiter in ("7", "271") and time.time() - t_hook < 0.5:
@@ -371,12 +364,12 @@ def test_hang(tmp):
         dt = time.time() - t_hook
         check(killed and 0.7 < dt < 4, "--hook-timeout 1: the hook is killed "
               "after %.1f s, logged with its stderr" % dt, vm.err)
-        gone = poll_until(lambda: not proc_alive(hook_pid) and
-                          not proc_alive(sleep_pid), 5)
+        gone = poll_until(lambda: not alive(hook_pid) and
+                          not alive(sleep_pid), 5)
         check(gone, "the hook's process group is killed (its child too)",
               "hook %d alive %s, child %d alive %s" % (
-                  hook_pid, proc_alive(hook_pid), sleep_pid,
-                  proc_alive(sleep_pid)))
+                  hook_pid, alive(hook_pid), sleep_pid,
+                  alive(sleep_pid)))
         # a hook hangs again; stop meanwhile
         fresh_hang()
     rc = vm.stop()

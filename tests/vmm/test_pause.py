@@ -82,6 +82,19 @@ def connect(path, proc, timeout=30):
     return c if isinstance(c, Client) else None
 
 
+def started(args, sock, up, what):
+    """A VM of @args with its control socket @sock, once the guest printed
+    a line matching @up: (vm, client); else a failed check '@what: socket
+    and guest up', the VM killed, and (None, None)."""
+    vm = Vm(args)
+    c = connect(sock, vm.p)
+    if c is not None and vm.wait_line(up, 20) is not None:
+        return vm, c
+    check(False, "%s: socket and guest up" % what, vm.err)
+    vm.stop(signal.SIGKILL)
+    return None, None
+
+
 def wait_status(c, pred, timeout=30):
     """Polls status on @c until @pred(vm) holds; the last vm, or None."""
     last = [None]
@@ -547,12 +560,10 @@ def test_plain_tick(tmp):
     """Without --sysidle a pv tick is a wake source too: a paused guest
     with a 250 Hz tick resumes at its next tick."""
     sock = os.path.join(tmp, "tick.sock")
-    vm = Vm(["--append", "hz=250", "--control", sock, tool("idle.elf")])
-    c = connect(sock, vm.p)
-    up = vm.wait_line(r"^idle: \d+ cpus up", 20)
-    if c is None or up is None:
-        check(False, "idle.elf hz=250: socket and guest up", vm.err)
-        vm.stop(signal.SIGKILL)
+    vm, c = started(["--append", "hz=250", "--control", sock,
+                     tool("idle.elf")], sock, r"^idle: \d+ cpus up",
+                    "idle.elf hz=250")
+    if vm is None:
         return
     w = Watcher(sock)
     # paused_ms is the VMM's own measure, but the tick that ends the pause
@@ -587,12 +598,8 @@ def test_busy(tmp):
     SIGTERM while paused exits promptly."""
     g = os.path.join(vmmtest.GUESTS, "spin.elf")
     sock = os.path.join(tmp, "spin.sock")
-    vm = Vm(["--control", sock, g])
-    c = connect(sock, vm.p)
-    up = vm.wait_line(r"^spinning", 20)
-    if c is None or up is None:
-        check(False, "spin.elf: socket and guest up", vm.err)
-        vm.stop(signal.SIGKILL)
+    vm, c = started(["--control", sock, g], sock, r"^spinning", "spin.elf")
+    if vm is None:
         return
     tid = c.status()["vcpus"][0]["tid"]
     t0 = time.monotonic()
@@ -630,13 +637,10 @@ def test_busy(tmp):
 def test_no_sysidle_idle(tmp):
     """No tick, no --sysidle: a paused VM stays paused; SIGTERM exits."""
     sock = os.path.join(tmp, "notick.sock")
-    vm = Vm(["--cpus", "2", "--append", "hz=0", "--control", sock,
-             tool("idle.elf")])
-    c = connect(sock, vm.p)
-    up = vm.wait_line(r"^idle: \d+ cpus up", 20)
-    if c is None or up is None:
-        check(False, "idle.elf hz=0: socket and guest up", vm.err)
-        vm.stop(signal.SIGKILL)
+    vm, c = started(["--cpus", "2", "--append", "hz=0", "--control", sock,
+                     tool("idle.elf")], sock, r"^idle: \d+ cpus up",
+                    "idle.elf hz=0")
+    if vm is None:
         return
     v0 = wait_status(c, lambda v: all(x["idle"] for x in v["vcpus"]), 10)
     r = c.request({"cmd": "pause"})

@@ -16,6 +16,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
 from tap import check, finish  # noqa: E402,F401 (the tests' reporter)
+from procfs import tasks  # noqa: E402,F401 (the tests' /proc reader)
 
 VMM = GUESTS = TOOLS = None
 SELFTEST_TIMEOUT = 180  # seconds, one selftest boot (64 vCPUs is slow here)
@@ -227,25 +228,6 @@ class Vm:
         sanitizer_check(self.err, ([self.tag] if self.tag else []) +
                         self.args)
         return self.p.returncode
-
-
-def tasks(pid):
-    """(tid, name, state letter) of each thread of @pid, from
-    /proc/PID/task/TID/stat; threads that end meanwhile are left out."""
-    out = []
-    try:
-        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                st = f.read()
-        except OSError:
-            continue
-        out.append((int(tid), st[st.index("(") + 1:st.rindex(")")],
-                    st[st.rindex(")") + 2]))
-    return out
 
 
 def threads_report(pid):
