@@ -23,7 +23,7 @@
 #include "export.h"
 #include "vmm.h"
 
-#define EXPORT_QUEUE 256
+#define EXPORT_QUEUE 1024 /* at least idle.c's IDLE_EVENT_QUEUE: one flush fits */
 #define EXPORT_MAX_FDS 64
 #define METRICS_PERIOD_NS 1000000000ull
 /* In full idle: one more rewrite this long after a snapshot that caught a

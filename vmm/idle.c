@@ -69,7 +69,11 @@
 #define HK_TICK_DEFAULT_NS 4000000ull /* 250 Hz */
 #define TK_HALTED 0ull
 #define TK_BUSY 1ull /* any larger value: a tick-only window's start */
-#define IDLE_EVENT_QUEUE 64
+/* State, pause and resume events waiting for the housekeeping thread to
+ * pass them on: room for a burst of control-socket pauses and resumes
+ * while a loaded host keeps that thread off a CPU (64 were seen to
+ * overflow). */
+#define IDLE_EVENT_QUEUE 1024
 /* A vCPU that ends full idle kicks the housekeeping thread later, not on
  * its wake path (idle_kick_deferred). */
 #define IDLE_KICK_DEFER_NS 500000ull
