@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Options, the VM's lifetime, the one error pattern, signals. */
+/*
+ * Options and the VM's lifetime: the only file that wires the layers
+ * together (base, machine, idle, export; see vmm/README.md), and the
+ * signals.
+ */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -9,18 +13,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "export.h"
-#include "housekeeping.h"
-#include "vmm.h"
+#include "base/error.h"
+#include "base/housekeeping.h"
+#include "base/time.h"
+#include "export/export.h"
+#include "hooks.h" /* TEMP until the hooks reader lands */
+#include "idle/idle.h"
+#include "machine/devices/devices.h"
+#include "machine/pause.h"
+#include "machine/vm.h"
 
-static atomic_int stop_status = -1;
-static atomic_bool fail_reported;
-static int stop_fd = -1; /* eventfd: the VM has stopped */
+#define DEFAULT_HOOKS_DIR "/etc/sysidle/hooks" /* TEMP */
+
+/* Everything the command line says, for each layer. */
+struct vm_options {
+	struct machine_config machine;
+	struct idle_config idle;
+	struct export_config export;
+	const char *stats_json;
+};
 
 static const char usage_text[] =
 "Usage: vmm [options] KERNEL.elf\n"
@@ -82,61 +97,6 @@ static const char usage_text[] =
 "  125        the --stats-json file could not be written\n"
 "  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129)\n";
 
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Any thread, any time: the first status wins, the main thread wakes. */
-void vm_stop(int status)
-{
-	int expected = -1;
-	uint64_t one = 1;
-
-	if (atomic_compare_exchange_strong(&stop_status, &expected, status) &&
-	    stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) < 0)
-		abort();
-}
-
-bool vm_stopping(void)
-{
-	return atomic_load(&stop_status) >= 0;
-}
-
-int vm_status(void)
-{
-	return atomic_load(&stop_status);
-}
-
-int vmm_fail(int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!atomic_exchange(&fail_reported, true) && !vm_stopping()) {
-		va_start(ap, fmt);
-		fputs("vmm: ", stderr);
-		vfprintf(stderr, fmt, ap);
-		fputc('\n', stderr);
-		va_end(ap);
-	}
-	vm_stop(status);
-	return -1;
-}
-
-void vmm_warn(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("vmm: warning: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
 static int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
@@ -184,11 +144,11 @@ static int usage_error(const char *fmt, const char *arg);
 static int default_names(struct vm_options *o)
 {
 	static char name[96], path[CONTROL_PATH_MAX + 32];
-	const char *base = strrchr(o->kernel, '/');
+	const char *base = strrchr(o->machine.kernel, '/');
 	size_t len;
 
-	if (!o->name) {
-		base = base ? base + 1 : o->kernel;
+	if (!o->export.name) {
+		base = base ? base + 1 : o->machine.kernel;
 		len = strcspn(base, ".");
 		if (len == 0 || len > 60)
 			len = len ? 60 : strlen(base);
@@ -196,15 +156,15 @@ static int default_names(struct vm_options *o)
 			 (int)getpid());
 		if (check_name(name))
 			snprintf(name, sizeof(name), "vm-%d", (int)getpid());
-		o->name = name;
+		o->export.name = name;
 	}
-	if (!o->control_explicit) {
+	if (!o->export.control_explicit) {
 		snprintf(path, sizeof(path), "%s/%s.sock", DEFAULT_CONTROL_DIR,
-			 o->name);
+			 o->export.name);
 		if (strlen(path) >= CONTROL_PATH_MAX)
 			return usage_error("--name '%s': too long for a control "
-					   "socket path; give --control", o->name);
-		o->control = path;
+					   "socket path; give --control", o->export.name);
+		o->export.control = path;
 	}
 	return 0;
 }
@@ -242,20 +202,20 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	long n;
 	int c;
 
-	o->mem_size = 256ull << 20;
-	o->ncpus = 1;
-	o->append = "";
-	o->housekeeping_cpu = -1;
-	o->hooks_dir = DEFAULT_HOOKS_DIR;
-	o->hook_timeout_ns = 10000000000ull;
-	o->modules = calloc((size_t)argc, sizeof(*o->modules));
-	if (!o->modules)
+	o->machine.mem_size = 256ull << 20;
+	o->machine.ncpus = 1;
+	o->machine.append = "";
+	o->idle.housekeeping_cpu = -1;
+	o->export.hooks_dir = DEFAULT_HOOKS_DIR;
+	o->export.hook_timeout_ns = 10000000000ull;
+	o->machine.modules = calloc((size_t)argc, sizeof(*o->machine.modules));
+	if (!o->machine.modules)
 		return usage_error("%s", "out of memory");
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
-			if (parse_size(optarg, &o->mem_size))
+			if (parse_size(optarg, &o->machine.mem_size))
 				return usage_error("--mem '%s': expected a size "
 						   "such as 256M or 1G", optarg);
 			break;
@@ -266,22 +226,22 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 			    n > VMM_MAX_CPUS)
 				return usage_error("--cpus '%s': expected a "
 						   "number from 1 to 1024", optarg);
-			o->ncpus = (unsigned int)n;
+			o->machine.ncpus = (unsigned int)n;
 			break;
 		case 'a':
-			o->append = optarg;
+			o->machine.append = optarg;
 			break;
 		case 'M':
-			o->modules[o->nmodules++] = optarg;
+			o->machine.modules[o->machine.nmodules++] = optarg;
 			break;
 		case 's':
 			o->stats_json = optarg;
 			break;
 		case 'S':
-			o->sysidle = true;
+			o->idle.sysidle = true;
 			break;
 		case 'L':
-			o->sysidle_log = optarg;
+			o->idle.log = optarg;
 			break;
 		case 'T':
 		case 'P':
@@ -294,45 +254,45 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 					"--housekeeping-cpu '%s': expected a host "
 					"CPU number", optarg);
 			if (c == 'T')
-				o->timekeeper = (int)n;
+				o->idle.timekeeper = (int)n;
 			else
-				o->housekeeping_cpu = (int)n;
+				o->idle.housekeeping_cpu = (int)n;
 			break;
 		case 'n':
 			if (check_name(optarg))
 				return usage_error("--name '%s': expected 1 to 80 "
 						   "bytes, no '/' and no control "
 						   "characters", optarg);
-			o->name = optarg;
+			o->export.name = optarg;
 			break;
 		case 'C':
 			if (!*optarg || strlen(optarg) >= CONTROL_PATH_MAX)
 				return usage_error("--control '%s': expected a "
 						   "socket path of at most 107 "
 						   "bytes, or none", optarg);
-			o->control = strcmp(optarg, "none") ? optarg : NULL;
-			o->control_explicit = true;
+			o->export.control = strcmp(optarg, "none") ? optarg : NULL;
+			o->export.control_explicit = true;
 			break;
 		case 'F':
 			if (!*optarg)
 				return usage_error("%s--metrics-file: expected a "
 						   "path", "");
-			o->metrics_file = optarg;
+			o->export.metrics_file = optarg;
 			break;
 		case 'H':
 			if (!*optarg)
 				return usage_error("%s--hooks: expected a "
 						   "directory", "");
-			o->hooks_dir = optarg;
+			o->export.hooks_dir = optarg;
 			break;
 		case 'O':
-			if (hooks_parse_timeout(optarg, &o->hook_timeout_ns))
+			if (hooks_parse_timeout(optarg, &o->export.hook_timeout_ns))
 				return usage_error("--hook-timeout '%s': "
 						   HOOKS_TIMEOUT_USAGE, optarg);
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
-			free(o->modules);
+			free(o->machine.modules);
 			exit(0);
 		case ':':
 			return usage_error("option '%s' needs an argument",
@@ -342,30 +302,27 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 					   argv[optind - 1]);
 		}
 	}
-	if (o->sysidle_log && !o->sysidle)
+	if (o->idle.log && !o->idle.sysidle)
 		return usage_error("%s", "--sysidle-log needs --sysidle");
 	if (optind >= argc)
 		return usage_error("%s", "missing KERNEL.elf");
 	if (optind + 1 < argc)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
-	o->kernel = argv[optind];
+	o->machine.kernel = argv[optind];
 	return default_names(o);
 }
 
 static int devices_init(struct vm *vm)
 {
-	if (serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
-	    legacy_init(vm) || ioapic_init(vm))
-		return -1;
-	return bus_register(BUS_MMIO, GUEST_LAPIC_BASE, 0x1000, lapic_mmio,
-			    NULL);
+	return serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
+	       legacy_init(vm) || ioapic_init(vm) || lapic_init(vm) ? -1 : 0;
 }
 
 /* Sleeps until the VM stops by itself or a stop signal arrives. */
 static void wait_for_stop(int sig_fd)
 {
 	struct pollfd fds[2] = {
-		{ .fd = stop_fd, .events = POLLIN },
+		{ .fd = vm_stop_fd(), .events = POLLIN },
 		{ .fd = sig_fd, .events = POLLIN },
 	};
 	struct signalfd_siginfo si;
@@ -394,7 +351,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	status = parse_options(argc, argv, &opts);
 	if (status) {
-		free(opts.modules);
+		free(opts.machine.modules);
 		return status;
 	}
 
@@ -406,19 +363,21 @@ int main(int argc, char **argv)
 	sigaddset(&stop_sigs, SIGUSR2); /* not a stop: ends full idle */
 	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	stop_fd = eventfd(0, EFD_CLOEXEC);
 	sig_fd = signalfd(-1, &stop_sigs, SFD_CLOEXEC);
-	if (stop_fd < 0 || sig_fd < 0)
+	if (vm_stop_init() < 0 || sig_fd < 0)
 		return vmm_fail(VMM_EXIT_KVM, "eventfd/signalfd: %s",
 				strerror(errno)), vm_status();
 
-	if (kvm_vm_create(&vm, &opts) || loader_load(&vm, &opts) ||
+	time_init(); /* the VM's uptime counts from here */
+	if (kvm_vm_create(&vm, &opts.machine) ||
+	    loader_load(&vm, &opts.machine) ||
 	    devices_init(&vm) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
-	    idle_init(&vm) || status_init(&vm) || pause_init(&vm) ||
-	    /* per vCPU: the LAPIC timer and the pv tick; idle.c's tick and
-	     * its kick backstop (hk_timer_arm drops a timer when full) */
+	    idle_init(&vm, &opts.idle) || pause_init(&vm) ||
+	    /* per vCPU: the LAPIC timer and the pv tick; the idle layer's
+	     * tick and its kick backstop (hk_timer_arm drops a timer when
+	     * full) */
 	    housekeeping_start(2 * vm.ncpus + 2) || serial_input_start() ||
-	    export_start(&vm) || vcpus_start(&vm)) {
+	    export_start(&vm, &opts.export) || vcpus_start(&vm)) {
 		vm_stop(VMM_EXIT_KVM); /* no-op when a message set the status */
 	} else {
 		wait_for_stop(sig_fd);
@@ -428,7 +387,7 @@ int main(int argc, char **argv)
 	vcpus_join(&vm);
 	housekeeping_stop();
 	serial_input_stop();
-	idle_flush(); /* the last state changes, to the export thread */
+	idle_flush(); /* the last log lines; wake the event readers */
 	export_stop();
 	status = vm_status();
 	if (opts.stats_json && vm.vcpus &&
@@ -436,7 +395,7 @@ int main(int argc, char **argv)
 		status = VMM_EXIT_STATS;
 	idle_fini();
 	kvm_vm_destroy(&vm);
-	free(opts.modules);
+	free(opts.machine.modules);
 	fflush(stdout);
 	return status;
 }

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The one error pattern, and the VM's stop. Every failure goes through
+ * vmm_fail(), which prints one "vmm: <message>" line on stderr (the first
+ * failure only), records the exit status and stops the VM; it returns -1
+ * so that callers can `return vmm_fail(...)`. Any thread, any time.
+ */
+#ifndef VMM_BASE_ERROR_H
+#define VMM_BASE_ERROR_H
+
+#include <stdbool.h>
+
+/*
+ * Exit status of the process. A guest's write of V to the debug-exit port
+ * makes the VMM exit with V & 0xff, as is; the VMM's own failures use
+ * 120..125 and a stop by signal 128 + the signal number, so a guest that
+ * keeps its codes below 120 is never ambiguous.
+ */
+enum vmm_status {
+	VMM_EXIT_USAGE = 120,        /* bad option, missing kernel */
+	VMM_EXIT_IMAGE = 121,        /* unreadable/bad ELF, no multiboot header,
+				      * RAM too small for the image */
+	VMM_EXIT_KVM = 122,          /* no /dev/kvm, missing capability, too
+				      * many vCPUs, a KVM ioctl failed */
+	VMM_EXIT_TRIPLE_FAULT = 123, /* KVM_EXIT_SHUTDOWN */
+	VMM_EXIT_INTERNAL = 124,     /* emulation failure, failed entry,
+				      * unknown exit reason */
+	VMM_EXIT_STATS = 125,        /* --stats-json could not be written */
+	VMM_EXIT_SIGNAL_BASE = 128,  /* + SIGINT/SIGTERM/SIGHUP */
+};
+
+int vmm_fail(int status, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void vmm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The main thread, before any other thread starts: the eventfd that
+ * becomes readable once the VM stops (vm_stop_fd). -1 with errno set. */
+int vm_stop_init(void);
+int vm_stop_fd(void);
+void vm_stop(int status); /* first caller's status wins */
+bool vm_stopping(void);
+int vm_status(void);
+
+#endif

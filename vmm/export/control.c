@@ -1,0 +1,552 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The control socket (protocol in vmm/README.md): a Unix stream socket, mode
+ * 0600, serving peers with the VMM's euid or root. Requests are JSON lines:
+ * "status" (a snapshot of the VM), "watch" (one line per idle state
+ * change, pause and resume from then on), "kick" (end full idle), "pause"
+ * and "resume" (pause.c). A "pause" reply waits, without blocking the
+ * export thread, until every vCPU has parked: the client's later requests
+ * wait behind it (replies stay in order), and control_pollfds, which runs
+ * before each poll(), sends it once pause_completed() says so (the
+ * "paused" event wakes the export thread).
+ *
+ * Threads: control_open and control_close run on the main thread, before
+ * the export thread starts and after it stopped; everything else runs on
+ * the export thread, except control_watch_dropped (any thread). Every
+ * client socket is non-blocking and has its own bounded output buffer: a
+ * client that does not read never blocks the VMM. A request reply that
+ * does not fit drops the client; a watch event that does not fit is
+ * dropped for that client and counted (the client is told how many at its
+ * next line).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include <sysidle/sysidle.h>
+
+#include "export/control.h"
+#include "export/control_client.h"
+#include "export/export.h"
+
+struct control_socket ctl = { .fd = -1 };
+
+/* ---- opening and closing ----------------------------------------------- */
+
+/* Main thread: mkdir -p @dir, the directories it creates mode 0700. */
+static int mkdir_p(const char *dir)
+{
+	char buf[CONTROL_PATH_MAX];
+	size_t i, len = strlen(dir);
+
+	if (len >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, dir, len + 1);
+	for (i = 1; i <= len; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return -1;
+		buf[i] = dir[i];
+	}
+	return 0;
+}
+
+/*
+ * Main thread: an existing file at @path. Returns 0 when it is gone (a
+ * stale socket, unlinked), 1 when another process listens on it, -1 with
+ * errno set otherwise (ENOTSOCK: not a socket, left alone).
+ */
+static int control_stale(const struct sockaddr_un *addr)
+{
+	struct stat sb;
+	int fd, r;
+
+	if (lstat(addr->sun_path, &sb) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(sb.st_mode)) {
+		errno = ENOTSOCK;
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	r = connect(fd, (const struct sockaddr *)addr, sizeof(*addr));
+	close(fd);
+	/* EAGAIN: its backlog is full, someone is listening. */
+	if (r == 0 || errno == EAGAIN || errno == EINPROGRESS)
+		return 1;
+	if (errno == ENOENT)
+		return 0;
+	if (errno != ECONNREFUSED)
+		return -1;
+	if (unlink(addr->sun_path) < 0 && errno != ENOENT)
+		return -1;
+	return 0;
+}
+
+/* Main thread: the failure of control_open. */
+static int control_open_failed(bool explicit, const char *path,
+			       const char *what)
+{
+	if (ctl.fd >= 0)
+		close(ctl.fd);
+	ctl.fd = -1;
+	if (explicit)
+		return vmm_fail(VMM_EXIT_USAGE, "control socket %s %s", path,
+				what);
+	vmm_warn("control socket %s %s: running without one", path, what);
+	return 0;
+}
+
+/*
+ * Main thread, before the export thread starts: create, bind and listen
+ * on cfg->control. The socket is mode 0600 from the start: its inode
+ * mode is set before bind(), which creates the file with it.
+ */
+int control_open(struct vm *vm, const struct export_config *o)
+{
+	bool explicit = o->control_explicit;
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	char msg[160];
+	struct stat sb;
+	int r;
+
+	ctl.vm = vm;
+	if (!o->control)
+		return 0;
+	if (strlen(o->control) >= sizeof(addr.sun_path))
+		return control_open_failed(explicit, o->control,
+					   "is too long a path");
+	strcpy(addr.sun_path, o->control);
+	ctl.st = vm_status_new(vm);
+	if (!ctl.st)
+		return vmm_fail(VMM_EXIT_KVM, "control socket: out of memory");
+	if (!explicit && mkdir_p(DEFAULT_CONTROL_DIR) < 0) {
+		snprintf(msg, sizeof(msg), "cannot be created: %s: %s",
+			 DEFAULT_CONTROL_DIR, strerror(errno));
+		return control_open_failed(false, o->control, msg);
+	}
+	r = control_stale(&addr);
+	if (r > 0)
+		return control_open_failed(explicit, o->control, "is in use");
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "cannot be created: %s",
+			 errno == ENOTSOCK ? "the file exists and is not a "
+			 "socket" : strerror(errno));
+		return control_open_failed(explicit, o->control, msg);
+	}
+	ctl.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			0);
+	if (ctl.fd < 0 || fchmod(ctl.fd, 0600) < 0 ||
+	    bind(ctl.fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		if (errno == EADDRINUSE) /* bound since control_stale */
+			return control_open_failed(explicit, o->control,
+						   "is in use");
+		snprintf(msg, sizeof(msg), "cannot be created: %s",
+			 strerror(errno));
+		return control_open_failed(explicit, o->control, msg);
+	}
+	if (chmod(addr.sun_path, 0600) < 0 || lstat(addr.sun_path, &sb) < 0 ||
+	    listen(ctl.fd, CONTROL_BACKLOG) < 0) {
+		snprintf(msg, sizeof(msg), "cannot be created: %s",
+			 strerror(errno));
+		unlink(addr.sun_path);
+		return control_open_failed(explicit, o->control, msg);
+	}
+	strcpy(ctl.path, addr.sun_path);
+	ctl.dev = sb.st_dev;
+	ctl.ino = sb.st_ino;
+	return 0;
+}
+
+/* Export thread (a dropped client), or the main thread at close. */
+static void client_free(struct client *c)
+{
+	json_object_put(c->pause_id);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->out);
+	free(c);
+}
+
+/* Main thread, after the export thread stopped: close every client and
+ * the socket, remove the socket file if it still is ours. */
+void control_close(void)
+{
+	struct stat sb;
+
+	for (unsigned int i = 0; i < ctl.nclients; i++)
+		client_free(ctl.clients[i]);
+	ctl.nclients = 0;
+	ctl.npolled = 0;
+	if (ctl.fd >= 0) {
+		close(ctl.fd);
+		ctl.fd = -1;
+		if (lstat(ctl.path, &sb) == 0 && sb.st_dev == ctl.dev &&
+		    sb.st_ino == ctl.ino)
+			unlink(ctl.path);
+	}
+	vm_status_free(ctl.st);
+	ctl.st = NULL;
+}
+/* ---- output ----------------------------------------------------------- */
+
+/* Export thread: the client goes away now (its struct at the next
+ * control_pollfds, as control_handle may still hold it). */
+void client_drop(struct client *c)
+{
+	if (c->dead)
+		return;
+	close(c->fd);
+	c->fd = -1;
+	c->dead = true;
+	ctl.accept_paused = false;
+}
+
+/* Export thread: write what @c has queued, as far as its socket takes it.
+ * Drops @c on a write error; closes it when it is closing and done. */
+static void client_flush(struct client *c)
+{
+	ssize_t n;
+
+	while (!c->dead && c->out_off < c->out_len) {
+		n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				client_drop(c);
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	if (c->dead)
+		return;
+	c->out_off = c->out_len = 0;
+	if (c->closing && !c->pause_want) /* a "pause" reply still to come */
+		client_drop(c);
+}
+
+/* Export thread: room for @len more bytes in @c's buffer, if the limit
+ * allows (an empty buffer takes one line of any size). */
+static bool client_room(struct client *c, size_t len)
+{
+	size_t queued = c->out_len - c->out_off;
+	size_t cap;
+	char *p;
+
+	if (queued && queued + len > CONTROL_OUT_MAX)
+		return false;
+	if (c->out_off && c->out_len + len > c->out_cap) {
+		memmove(c->out, c->out + c->out_off, queued);
+		c->out_off = 0;
+		c->out_len = queued;
+	}
+	if (c->out_len + len <= c->out_cap)
+		return true;
+	for (cap = c->out_cap ? c->out_cap : 4096; cap < c->out_len + len;)
+		cap *= 2;
+	p = realloc(c->out, cap);
+	if (!p)
+		return false;
+	c->out = p;
+	c->out_cap = cap;
+	return true;
+}
+
+/* Export thread: @s and a newline into @c's buffer; client_room(c, len + 1)
+ * said yes. */
+static void client_append(struct client *c, const char *s, size_t len)
+{
+	memcpy(c->out + c->out_len, s, len);
+	c->out_len += len;
+	c->out[c->out_len++] = '\n';
+}
+
+/* Export thread: queue the reply @obj (consumed) as one line and write it.
+ * A reply that does not fit drops the client. */
+void client_reply(struct client *c, struct json_object *obj)
+{
+	size_t len;
+	const char *s = obj ? json_object_to_json_string_length(obj,
+						JSON_FLAGS, &len) : NULL;
+
+	if (!s || !client_room(c, len + 1))
+		client_drop(c);
+	else
+		client_append(c, s, len);
+	json_object_put(obj);
+	client_flush(c);
+}
+
+/* Export thread: an error reply; @id (borrowed, may be NULL) copied. */
+void client_error(struct client *c, struct json_object *id,
+		  const char *fmt, ...)
+{
+	struct json_object *r = json_object_new_object();
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (r) {
+		json_object_object_add(r, "ok", json_object_new_boolean(0));
+		json_object_object_add(r, "error", json_object_new_string(msg));
+		if (id)
+			json_object_object_add(r, "id", json_object_get(id));
+	}
+	client_reply(c, r);
+}
+
+/* Export thread: one error line to a connection that is not served, then
+ * close it. A fresh socket's buffer is empty: the short line fits. */
+static void refuse(int fd, const char *error)
+{
+	struct json_object *r = json_object_new_object();
+	struct iovec iov[2] = { { 0 }, { .iov_base = "\n", .iov_len = 1 } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	const char *s;
+
+	if (r) {
+		json_object_object_add(r, "ok", json_object_new_boolean(0));
+		json_object_object_add(r, "error",
+				       json_object_new_string(error));
+		s = json_object_to_json_string_length(r, JSON_FLAGS,
+						      &iov[0].iov_len);
+		iov[0].iov_base = (void *)s;
+		/* Best effort: the connection is closed either way. */
+		if (s)
+			(void)!sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		json_object_put(r);
+	}
+	close(fd);
+}
+
+/* Export thread: @c's socket is readable (or hung up). Reads once, then
+ * serves the complete lines it has. Not called while a "pause" reply is
+ * pending (control_pollfds leaves POLLIN out then). */
+static void client_input(struct client *c)
+{
+	ssize_t n;
+
+	do
+		n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len,
+			 MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			client_drop(c);
+		return;
+	}
+	if (n == 0) {
+		/* End of input: a last line without its newline counts, the
+		 * replies go out, then the connection closes (a watcher that
+		 * only shut down its side of the connection stays). */
+		c->in[c->in_len] = '\0';
+		if (c->in_len)
+			client_request(c, c->in, c->in_len);
+		c->in_len = 0;
+		if (c->dead || c->watch)
+			return;
+		c->closing = true;
+		client_flush(c);
+		return;
+	}
+	c->in_len += (size_t)n;
+	client_serve(c);
+}
+
+/* Export thread: a new connection on the listening socket. */
+static void control_accept(void)
+{
+	struct ucred cred;
+	socklen_t clen;
+	struct client *c;
+	int fd;
+
+	for (int i = 0; i < CONTROL_ACCEPT_BATCH; i++) {
+		fd = accept4(ctl.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			/* Out of descriptors or memory: the listening socket
+			 * would stay readable, so it is not polled until a
+			 * client goes away or the next state change. */
+			vmm_warn("control socket: accept: %s", strerror(errno));
+			ctl.accept_paused = true;
+			return;
+		}
+		clen = sizeof(cred);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+		    (cred.uid != geteuid() && cred.uid != 0)) {
+			refuse(fd, "permission denied");
+			continue;
+		}
+		if (ctl.nclients >= CONTROL_MAX_CLIENTS) {
+			refuse(fd, "too many clients");
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			refuse(fd, "out of memory");
+			continue;
+		}
+		c->fd = fd;
+		ctl.clients[ctl.nclients++] = c;
+	}
+}
+
+/* ---- the export thread's interface -------------------------------------- */
+
+/* Export thread: free the clients dropped since the last call, then fill
+ * @fds. Only this call frees clients, so the pointers recorded for
+ * control_handle stay valid until the next one. First, the "pause"
+ * replies whose pause is now complete go out, and the requests that
+ * waited behind them are served. */
+int control_pollfds(struct pollfd *fds, int max)
+{
+	unsigned int i, j;
+	int n = 0;
+
+	for (i = 0; i < ctl.nclients; i++) {
+		struct client *c = ctl.clients[i];
+
+		if (!c->dead && c->pause_want && client_pause_reply(c))
+			client_serve(c);
+	}
+	for (i = j = 0; i < ctl.nclients; i++) {
+		if (ctl.clients[i]->dead)
+			client_free(ctl.clients[i]);
+		else
+			ctl.clients[j++] = ctl.clients[i];
+	}
+	ctl.nclients = j;
+	ctl.npolled = 0;
+	ctl.polled_listen = false;
+	if (ctl.fd >= 0 && !ctl.accept_paused && n < max) {
+		fds[n++] = (struct pollfd){ .fd = ctl.fd, .events = POLLIN };
+		ctl.polled_listen = true;
+	}
+	for (i = 0; i < ctl.nclients && n < max; i++) {
+		struct client *c = ctl.clients[i];
+		short ev = 0;
+
+		/* A watcher's input is ignored: only its hang-up (always
+		 * reported) matters. A closing client only writes; one
+		 * waiting for its "pause" reply reads nothing meanwhile. */
+		if (!c->watch && !c->closing && !c->pause_want)
+			ev |= POLLIN;
+		if (c->out_off < c->out_len)
+			ev |= POLLOUT;
+		fds[n++] = (struct pollfd){ .fd = c->fd, .events = ev };
+		ctl.polled[ctl.npolled++] = c;
+	}
+	return n;
+}
+
+/* Export thread, after poll(): @fds and @n as control_pollfds filled
+ * them. */
+void control_handle(struct pollfd *fds, int n)
+{
+	int i = 0, k;
+
+	if (ctl.polled_listen && n > 0) {
+		if (fds[0].revents & POLLIN)
+			control_accept();
+		i = 1;
+	}
+	for (k = 0; i < n && k < ctl.npolled; i++, k++) {
+		struct client *c = ctl.polled[k];
+		short re = fds[i].revents;
+
+		if (c->dead || !re)
+			continue;
+		if (re & (POLLERR | POLLNVAL)) {
+			client_drop(c);
+			continue;
+		}
+		if (re & POLLOUT)
+			client_flush(c);
+		if (c->dead)
+			continue;
+		if (re & POLLIN)
+			client_input(c);
+		else if (re & POLLHUP)
+			client_drop(c); /* gone: nothing more to read or send */
+	}
+}
+
+/* Export thread: @ev as one line to every watcher. */
+void control_broadcast(const struct vm_event *ev)
+{
+	struct json_object *o, *d;
+	const char *s, *ds;
+	size_t len, dlen;
+
+	ctl.accept_paused = false;
+	if (!ctl.nclients)
+		return;
+	o = control_event_json(ev);
+	if (!o)
+		return;
+	s = json_object_to_json_string_length(o, JSON_FLAGS, &len);
+	for (unsigned int i = 0; s && i < ctl.nclients; i++) {
+		struct client *c = ctl.clients[i];
+
+		if (c->dead || !c->watch)
+			continue;
+		if (c->out_off < c->out_len)
+			client_flush(c);
+		if (c->dead)
+			continue;
+		d = NULL;
+		ds = NULL;
+		dlen = 0;
+		if (c->dropped) {
+			d = control_dropped_json(c->dropped);
+			ds = json_object_to_json_string_length(d, JSON_FLAGS,
+							       &dlen);
+		}
+		if ((c->dropped && !ds) ||
+		    !client_room(c, (ds ? dlen + 1 : 0) + len + 1)) {
+			c->dropped++;
+			/* relaxed: a statistic, see control_watch_dropped. */
+			__atomic_fetch_add(&ctl.watch_dropped, 1,
+					   __ATOMIC_RELAXED);
+		} else {
+			if (ds)
+				client_append(c, ds, dlen);
+			client_append(c, s, len);
+			c->dropped = 0;
+			client_flush(c);
+		}
+		json_object_put(d);
+	}
+	json_object_put(o);
+}
+
+/* Any thread. */
+uint64_t control_watch_dropped(void)
+{
+	/* relaxed: pairs with the increment in control_broadcast; a
+	 * statistic, it orders nothing. */
+	return __atomic_load_n(&ctl.watch_dropped, __ATOMIC_RELAXED);
+}

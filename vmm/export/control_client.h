@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The control socket's connections (control.c) and their requests
+ * (control_request.c): what the two files share. Export thread only.
+ */
+#ifndef VMM_EXPORT_CONTROL_CLIENT_H
+#define VMM_EXPORT_CONTROL_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <json-c/json.h>
+
+#include "export/export.h"
+
+#define CONTROL_MAX_CLIENTS 32
+#define CONTROL_LINE_MAX 4096       /* a request, without its newline */
+#define CONTROL_OUT_MAX (64 * 1024) /* queued output per client */
+#define CONTROL_BACKLOG 16
+#define CONTROL_ACCEPT_BATCH 16     /* accepts per wake-up */
+#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+struct client {
+	int fd;
+	bool watch;     /* "watch" given: events only, input ignored */
+	bool closing;   /* close once the queued output is written */
+	bool dead;      /* closed: freed by the next control_pollfds */
+	uint64_t dropped; /* events not sent since its last line */
+	uint64_t pause_want; /* a "pause" reply waits for this pause_completed()
+			      * value, 0: none */
+	struct json_object *pause_id; /* its request's "id" (a reference) */
+	size_t in_len;
+	char in[CONTROL_LINE_MAX + 1];
+	char *out;      /* queued output: out[out_off .. out_len) */
+	size_t out_off, out_len, out_cap;
+};
+
+struct control_socket {
+	int fd;                 /* the listening socket, -1: none */
+	char path[CONTROL_PATH_MAX];
+	dev_t dev;              /* the socket file we bound, to remove */
+	ino_t ino;              /* only that one at exit */
+	struct vm *vm;
+	struct vm_status *st;   /* status snapshots, export thread */
+	bool accept_paused;     /* out of fds: until a client goes away */
+	struct client *clients[CONTROL_MAX_CLIENTS];
+	unsigned int nclients;
+	/* What control_pollfds filled, for control_handle: */
+	bool polled_listen;
+	struct client *polled[CONTROL_MAX_CLIENTS];
+	int npolled;
+	uint64_t watch_dropped; /* relaxed atomics, see control_watch_dropped */
+};
+extern struct control_socket ctl;
+
+/* control.c */
+void client_drop(struct client *c);
+/* Queue the reply @obj (consumed) as one line and write it. A reply that
+ * does not fit drops the client. */
+void client_reply(struct client *c, struct json_object *obj);
+/* An error reply; @id (borrowed, may be NULL) copied. */
+void client_error(struct client *c, struct json_object *id,
+		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* control_request.c: one request line (@len bytes, no newline); serve the complete lines @c has buffered, up to a
+ * "pause" whose reply must come first; send a "pause" reply once the
+ * pause is complete (true: sent, or none to send). */
+void client_request(struct client *c, const char *line, size_t len);
+void client_serve(struct client *c);
+bool client_pause_reply(struct client *c);
+
+#endif

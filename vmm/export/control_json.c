@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The control socket's JSON objects: the status object and the watch
+ * events (protocol in vmm/README.md). Built with json-c; export thread.
+ */
+#include <stdio.h>
+
+#include <sysidle/sysidle.h>
+
+#include "export/control.h"
+#include "machine/pause.h"
+
+/* Seconds, as a JSON number with microsecond resolution. */
+static struct json_object *json_seconds(uint64_t ns)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%llu.%06llu",
+		 (unsigned long long)(ns / 1000000000ull),
+		 (unsigned long long)(ns % 1000000000ull / 1000u));
+	return json_object_new_double_s((double)ns / 1e9, buf);
+}
+
+static void add_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+static void add_int(struct json_object *o, const char *key, int64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64(v));
+}
+
+/* Export thread: the "counters" member of the status object. */
+static struct json_object *status_counters(const struct vm_status *st)
+{
+	struct json_object *c = json_object_new_object();
+	struct json_object *ss = json_object_new_object();
+
+	add_u64(c, "full_idle_periods", st->full_idle_periods);
+	json_object_object_add(c, "full_idle_seconds",
+			       json_seconds(st->full_idle_ns));
+	add_u64(c, "ticks_suppressed", st->ticks_suppressed);
+	add_u64(c, "host_timer_wakeups", st->host_timer_wakeups);
+	add_u64(c, "housekeeping_wakeups", st->hk_wakeups);
+	add_u64(c, "halt_exits", st->halt_exits);
+	add_u64(c, "force_exits", st->force_exits);
+	add_u64(c, "violations", st->violations);
+	add_u64(c, "scans", st->scans);
+	add_u64(c, "tick_restarts", st->tick_restarts);
+	add_u64(c, "events_dropped", st->events_dropped);
+	add_u64(c, "watch_dropped", st->watch_dropped);
+	add_u64(c, "hooks_run", st->hooks_run);
+	add_u64(c, "hooks_failed", st->hooks_failed);
+	add_u64(c, "hooks_dropped", st->hooks_dropped);
+	add_u64(c, "pauses", st->pauses);
+	add_u64(c, "resumes_requested", st->resumes_requested);
+	add_u64(c, "resumes_self", st->resumes_self);
+	for (int s = 0; s < SYSIDLE_NR_STATES; s++)
+		json_object_object_add(ss, sysidle_state_name(s),
+				       json_seconds(st->state_ns[s]));
+	json_object_object_add(c, "state_seconds", ss);
+	return c;
+}
+
+struct json_object *control_status_json(const struct vm_status *st,
+					uint64_t now)
+{
+	struct json_object *vm = json_object_new_object();
+	struct json_object *vcpus = json_object_new_array();
+
+	json_object_object_add(vm, "name", json_object_new_string(st->name));
+	json_object_object_add(vm, "uuid", json_object_new_string(st->uuid));
+	add_int(vm, "pid", st->pid);
+	json_object_object_add(vm, "sysidle",
+			       json_object_new_boolean(st->sysidle));
+	json_object_object_add(vm, "state", json_object_new_string(
+				       sysidle_state_name(st->state)));
+	add_int(vm, "state_num", st->state);
+	json_object_object_add(vm, "paused",
+			       json_object_new_boolean(st->paused));
+	add_u64(vm, "since_unix_ms", st->since_unix_ms);
+	json_object_object_add(vm, "in_state_s", json_seconds(
+			now > st->since_ns ? now - st->since_ns : 0));
+	json_object_object_add(vm, "uptime_s", json_seconds(st->uptime_ns));
+	add_int(vm, "timekeeper", st->timekeeper);
+	add_int(vm, "housekeeping_tid", st->hk_tid);
+	for (unsigned int i = 0; i < st->ncpus; i++) {
+		const struct vcpu_status *v = &st->vcpus[i];
+		struct json_object *o = json_object_new_object();
+
+		add_int(o, "id", v->id);
+		add_int(o, "tid", v->tid);
+		json_object_object_add(o, "idle",
+				       json_object_new_boolean(v->halted));
+		add_u64(o, "halt_exits", v->halt_exits);
+		add_u64(o, "ticks_suppressed", v->ticks_suppressed);
+		json_object_array_add(vcpus, o);
+	}
+	json_object_object_add(vm, "vcpus", vcpus);
+	json_object_object_add(vm, "counters", status_counters(st));
+	return vm;
+}
+
+/* {"event":"paused",...} / {"event":"resumed",...} */
+static struct json_object *pause_event_json(const struct vm_event *ev)
+{
+	struct json_object *o = json_object_new_object();
+	bool resumed = ev->kind == VM_EV_RESUMED;
+
+	if (!o)
+		return NULL;
+	json_object_object_add(o, "event", json_object_new_string(
+				       resumed ? "resumed" : "paused"));
+	if (resumed)
+		json_object_object_add(o, "reason", json_object_new_string(
+					       pause_reason_name(ev->reason)));
+	add_u64(o, "unix_ms", ev->unix_ms);
+	if (resumed)
+		add_u64(o, "paused_ms", ev->paused_ns / 1000000u);
+	return o;
+}
+
+struct json_object *control_event_json(const struct vm_event *ev)
+{
+	struct json_object *o;
+
+	if (ev->kind != VM_EV_STATE)
+		return pause_event_json(ev);
+	o = json_object_new_object();
+	if (!o)
+		return NULL;
+	json_object_object_add(o, "event", json_object_new_string("state"));
+	json_object_object_add(o, "from", json_object_new_string(
+				       sysidle_state_name(ev->from)));
+	json_object_object_add(o, "to", json_object_new_string(
+				       sysidle_state_name(ev->to)));
+	add_int(o, "vcpu", ev->cpu);
+	add_u64(o, "unix_ms", ev->unix_ms);
+	if (ev->from == SYSIDLE_FULL_NOTED)
+		add_u64(o, "full_idle_ms", ev->full_idle_ns / 1000000u);
+	return o;
+}
+
+struct json_object *control_dropped_json(uint64_t count)
+{
+	struct json_object *d = json_object_new_object();
+
+	if (!d)
+		return NULL;
+	json_object_object_add(d, "event", json_object_new_string("dropped"));
+	add_u64(d, "count", count);
+	return d;
+}

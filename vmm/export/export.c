@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The export thread: a reader of the one event queue (base/event.h). It
+ * passes each event to the control socket's watchers and each state change
+ * to the hooks, and rewrites the metrics file at each batch of
+ * changes (unless, in full idle, the file already shows them) and at most
+ * once a second while the VM is not fully idle (no periodic wake-up once it
+ * is). It only polls: a slow client, a full disk or a hung hook delays
+ * nothing but itself.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <sysidle/sysidle.h>
+
+#include "export/export.h"
+#include "hooks.h" /* TEMP until the hooks reader lands */
+#include "idle/idle.h"
+
+#define EXPORT_BATCH 256 /* events read at a time */
+#define EXPORT_MAX_FDS 64
+#define METRICS_PERIOD_NS 1000000000ull
+/* In full idle: one more rewrite this long after a snapshot that caught a
+ * vCPU still running (the timekeeper halts just after FULL_NOTED), at most
+ * METRICS_SETTLE_TRIES times a period. */
+#define METRICS_SETTLE_NS 20000000ull
+#define METRICS_SETTLE_TRIES 5
+
+enum metrics_timer { TIMER_OFF, TIMER_PERIODIC, TIMER_SETTLE };
+
+/* What a metrics file in full idle shows that a rewrite could change: the
+ * state and its time, every vCPU halted, the pause. Two equal ones in full
+ * idle: the second rewrite would be no news (its events came after the
+ * snapshot that already showed them), and is not made. */
+struct metrics_shown {
+	bool valid;
+	int state;
+	uint64_t since_ns;
+	bool halted, paused;
+	uint64_t pauses, resumes_requested, resumes_self;
+};
+
+static struct {
+	struct vm *vm;
+	const struct export_config *cfg;
+	pthread_t thread;
+	bool started;
+	int stop_fd, timer_fd;
+	struct event_reader events;
+	struct vm_status *st;
+	bool hooks;
+
+	/* export thread only */
+	int state;
+	uint64_t noted_ns; /* when the current full idle period began */
+	enum metrics_timer timer_mode;
+	bool settle;               /* the last snapshot in full idle was not */
+	unsigned int settle_tries; /* settle rewrites in this full idle period */
+	bool metrics_failed;
+	struct metrics_shown shown; /* what the file last written showed */
+} ex = { .stop_fd = -1, .timer_fd = -1, .events = { .fd = -1, .slot = -1 } };
+
+uint64_t export_events_dropped(void)
+{
+	return ex.started || ex.events.slot >= 0 ?
+	       event_reader_lost(&ex.events) : 0;
+}
+
+static bool all_halted(const struct vm_status *st)
+{
+	for (unsigned int i = 0; i < st->ncpus; i++)
+		if (!st->vcpus[i].halted)
+			return false;
+	return true;
+}
+
+static bool shown_equal(const struct metrics_shown *a,
+			const struct metrics_shown *b)
+{
+	return a->valid && b->valid && a->state == b->state &&
+	       a->since_ns == b->since_ns && a->halted == b->halted &&
+	       a->paused == b->paused && a->pauses == b->pauses &&
+	       a->resumes_requested == b->resumes_requested &&
+	       a->resumes_self == b->resumes_self;
+}
+
+/* Export thread: rewrite the metrics file now; in settled full idle only
+ * when it would show something new, unless @always (at start and exit). A
+ * snapshot is taken after the state changed, and the changes' events can
+ * still be queued behind it: their drain must not rewrite a file that
+ * already shows them. */
+static void export_metrics(bool always)
+{
+	const char *path = ex.cfg->metrics_file;
+	struct metrics_shown now;
+
+	if (!path)
+		return;
+	vm_status_read(ex.vm, ex.st);
+	now = (struct metrics_shown){
+		.valid = true, .state = ex.st->state,
+		.since_ns = ex.st->since_ns, .halted = all_halted(ex.st),
+		.paused = ex.st->paused, .pauses = ex.st->pauses,
+		.resumes_requested = ex.st->resumes_requested,
+		.resumes_self = ex.st->resumes_self };
+	if (!always && now.state == SYSIDLE_FULL_NOTED && now.halted &&
+	    shown_equal(&now, &ex.shown)) {
+		ex.settle = false;
+		return;
+	}
+	if (metrics_write(path, ex.st) < 0) {
+		if (!ex.metrics_failed)
+			vmm_warn("--metrics-file '%s': %s (further failures "
+				 "are not reported)", path, strerror(errno));
+		ex.metrics_failed = true;
+		now.valid = false;
+	}
+	ex.shown = now;
+	if (ex.state != SYSIDLE_FULL_NOTED)
+		ex.settle_tries = 0;
+	ex.settle = ex.state == SYSIDLE_FULL_NOTED && !now.halted &&
+		    ex.settle_tries++ < METRICS_SETTLE_TRIES;
+}
+
+/* Export thread: the periodic metrics timer runs while not fully idle; in
+ * full idle only a one-shot settle rewrite (export_metrics), if any. */
+static void export_metrics_timer(void)
+{
+	struct itimerspec its = { 0 };
+	enum metrics_timer want = TIMER_OFF;
+
+	if (ex.cfg->metrics_file && ex.state != SYSIDLE_FULL_NOTED)
+		want = TIMER_PERIODIC;
+	else if (ex.cfg->metrics_file && ex.settle)
+		want = TIMER_SETTLE;
+	if (want == ex.timer_mode)
+		return;
+	if (want == TIMER_PERIODIC) {
+		its.it_value.tv_sec = METRICS_PERIOD_NS / 1000000000ull;
+		its.it_interval = its.it_value;
+	} else if (want == TIMER_SETTLE) {
+		its.it_value.tv_nsec = METRICS_SETTLE_NS;
+	}
+	if (timerfd_settime(ex.timer_fd, 0, &its, NULL) == 0)
+		ex.timer_mode = want;
+}
+
+/* The VM as its hooks see it: set by export_start, then read-only. */
+static struct hook_domain hook_vm;
+
+static void export_hook_event(const struct vm_event *ev)
+{
+	char ms[32];
+
+	if (!ex.hooks)
+		return;
+	if (ev->to == SYSIDLE_FULL_NOTED) {
+		hooks_post(&hook_vm, "idle", "begin", NULL, ev->to, ev->unix_ms);
+	} else if (ev->from == SYSIDLE_FULL_NOTED) {
+		snprintf(ms, sizeof(ms), "%" PRIu64, ev->full_idle_ns / 1000000u);
+		hooks_post(&hook_vm, "idle", "end", ms, ev->to, ev->unix_ms);
+	}
+}
+
+/* Export thread: take what the queue holds and pass it on. Returns true
+ * when it held any change. */
+static bool export_drain(void)
+{
+	static struct vm_event evs[EXPORT_BATCH];
+	unsigned int n, i;
+	bool any = false;
+
+	do {
+		n = event_read(&ex.events, evs, EXPORT_BATCH);
+		for (i = 0; i < n; i++) {
+			control_broadcast(&evs[i]);
+			if (evs[i].kind != VM_EV_STATE)
+				continue; /* a pause or a resume: watchers only */
+			export_hook_event(&evs[i]);
+			ex.state = evs[i].to;
+			if (evs[i].to == SYSIDLE_FULL_NOTED)
+				ex.noted_ns = evs[i].mono_ns;
+		}
+		any |= n > 0;
+	} while (n == EXPORT_BATCH);
+	return any;
+}
+
+static void *export_thread(void *arg)
+{
+	struct pollfd fds[EXPORT_MAX_FDS];
+	uint64_t buf;
+	bool changed;
+	int n;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "vmm-export");
+	export_metrics(true);
+	export_metrics_timer();
+	for (;;) {
+		fds[0] = (struct pollfd){ .fd = ex.stop_fd, .events = POLLIN };
+		fds[1] = (struct pollfd){ .fd = ex.events.fd, .events = POLLIN };
+		fds[2] = (struct pollfd){ .fd = ex.timer_fd, .events = POLLIN };
+		n = 3 + control_pollfds(fds + 3, EXPORT_MAX_FDS - 3);
+		if (poll(fds, (nfds_t)n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			vmm_warn("export thread: poll: %s", strerror(errno));
+			break;
+		}
+		if (fds[0].revents)
+			break;
+		/* One rewrite per wake-up: at a change, and for the periodic
+		 * timer only while not fully idle (it may have expired just
+		 * as the change to FULL_NOTED came in). */
+		changed = fds[1].revents && export_drain();
+		if (fds[2].revents &&
+		    read(ex.timer_fd, &buf, sizeof(buf)) == sizeof(buf)) {
+			if (ex.timer_mode == TIMER_SETTLE) {
+				ex.timer_mode = TIMER_OFF; /* one-shot: expired */
+				changed = changed || ex.settle;
+				ex.settle = false;
+			} else if (ex.state != SYSIDLE_FULL_NOTED) {
+				changed = true;
+			}
+		}
+		if (changed)
+			export_metrics(false);
+		control_handle(fds + 3, n - 3);
+		export_metrics_timer();
+	}
+	return NULL;
+}
+
+/* Main thread, before the vCPUs start. */
+int export_start(struct vm *vm, const struct export_config *o)
+{
+	int err;
+
+	ex.vm = vm;
+	ex.cfg = o;
+	ex.state = SYSIDLE_NOT;
+	if (status_init(o->name))
+		return -1;
+	ex.st = vm_status_new(vm);
+	if (!ex.st)
+		return vmm_fail(VMM_EXIT_KVM, "export: out of memory");
+	if (control_open(vm, o))
+		return -1;
+	hook_vm = (struct hook_domain){ vm_name(), vm_uuid(), vm->ncpus };
+	if (hooks_start(&(struct hooks_config){ .dir = o->hooks_dir,
+			.timeout_ns = o->hook_timeout_ns,
+			.thread_name = "vmm-hooks", .warn = vmm_warn }) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "cannot start the hooks thread: "
+				"%s", strerror(errno));
+	ex.hooks = true;
+	hooks_post(&hook_vm, "started", "begin", NULL, SYSIDLE_NOT,
+		   mono_to_unix_ms(now_ns()));
+	ex.stop_fd = eventfd(0, EFD_CLOEXEC);
+	ex.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (event_reader_open(&ex.events) || ex.stop_fd < 0 || ex.timer_fd < 0)
+		return vmm_fail(VMM_EXIT_KVM, "export: eventfd/timerfd: %s",
+				strerror(errno));
+	ex.started = true;
+	err = pthread_create(&ex.thread, NULL, export_thread, NULL);
+	if (err) {
+		ex.started = false;
+		return vmm_fail(VMM_EXIT_KVM, "cannot start the export thread: "
+				"%s", strerror(err));
+	}
+	return 0;
+}
+
+/* Main thread, after the vCPUs and the housekeeping thread have stopped. */
+void export_stop(void)
+{
+	uint64_t one = 1;
+
+	if (ex.started) {
+		if (write(ex.stop_fd, &one, sizeof(one)) < 0)
+			vmm_warn("cannot stop the export thread");
+		pthread_join(ex.thread, NULL);
+		ex.started = false;
+		export_drain(); /* the last changes: to the hooks (and the
+				 * metrics file, written below) */
+	}
+	if (ex.hooks) {
+		uint64_t now = now_ns();
+
+		/* Stopping ends a full idle period: every "idle begin" gets
+		 * its "idle end" before "stopped end". */
+		if (ex.state == SYSIDLE_FULL_NOTED)
+			export_hook_event(&(struct vm_event){
+				.from = SYSIDLE_FULL_NOTED, .to = SYSIDLE_NOT,
+				.cpu = -1, .mono_ns = now,
+				.unix_ms = mono_to_unix_ms(now),
+				.full_idle_ns = now - ex.noted_ns });
+		hooks_post(&hook_vm, "stopped", "end", NULL, SYSIDLE_NOT,
+			   mono_to_unix_ms(now));
+		hooks_stop();
+		ex.hooks = false;
+	}
+	control_close();
+	if (ex.st && ex.cfg->metrics_file)
+		export_metrics(true);
+	vm_status_free(ex.st);
+	ex.st = NULL;
+	event_reader_close(&ex.events);
+	if (ex.stop_fd >= 0)
+		close(ex.stop_fd);
+	if (ex.timer_fd >= 0)
+		close(ex.timer_fd);
+	ex.stop_fd = ex.timer_fd = -1;
+}

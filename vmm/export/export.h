@@ -1,0 +1,133 @@
+/*
+ * The export layer: the VM's idle state for the outside world. One
+ * snapshot type (struct vm_status), fed from the layers below through
+ * their getters, and the readers of the one event queue (base/event.h):
+ *
+ *  - status.c   the VM's identity, and vm_status_read from any thread;
+ *  - export.c   the export thread: reads the event queue, drives the
+ *               control socket, the metrics file and the hooks thread;
+ *               it never blocks on a client, a file or a hook;
+ *  - control.c  the control socket (status / watch / kick / pause /
+ *               resume), control_request.c its requests, control_json.c
+ *               its JSON;
+ *  - metrics.c  writes the Prometheus text file atomically;
+ *  - hooks.c    runs the hooks, libvirt's way, on its own thread: a
+ *               second reader of the event queue;
+ *  - stats.c    --stats-json at exit.
+ *
+ * No vCPU thread and not the housekeeping thread ever waits for any of
+ * them: the guest and the state machine go on whatever a client, the disk
+ * or a hook does. Nothing below this layer includes it.
+ */
+#ifndef VMM_EXPORT_EXPORT_H
+#define VMM_EXPORT_EXPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/event.h"
+#include "machine/vm.h"
+
+struct pollfd;
+
+struct vm;
+
+/* One vCPU, as status / watch / metrics show it. */
+struct vcpu_status {
+	unsigned int id;
+	int tid;                   /* host thread id (0: not started yet) */
+	bool halted;               /* blocked on HLT, or waiting for SIPI */
+	uint64_t halt_exits;       /* KVM_EXIT_HLT count */
+	uint64_t ticks_suppressed; /* pv ticks counted missed, not delivered */
+};
+
+/* A snapshot of the whole VM. Counters are monotonic; fields are read one by
+ * one, not under one lock, so a snapshot taken during a change may mix the
+ * values just before and just after it. */
+struct vm_status {
+	const char *name;          /* --name */
+	const char *uuid;          /* 36 characters, stable for the process */
+	int pid;
+	int hk_tid;                /* the housekeeping thread (0: not started) */
+	bool sysidle;              /* --sysidle given */
+	int timekeeper;            /* the timekeeper vCPU */
+	int state;                 /* enum sysidle_state (NOT without --sysidle) */
+	uint64_t since_ns;         /* CLOCK_MONOTONIC of the change to @state */
+	uint64_t since_unix_ms;    /* the same instant, wall clock, ms */
+	uint64_t uptime_ns;        /* since the VM was created */
+	uint64_t state_ns[5];      /* time in NOT .. FULL_NOTED, now included */
+	uint64_t full_idle_ns;     /* time fully idle (tick stopped), total */
+	uint64_t full_idle_periods;
+	uint64_t ticks_suppressed; /* sum over the vCPUs */
+	uint64_t host_timer_wakeups; /* housekeeping timerfd expiries */
+	uint64_t hk_wakeups;       /* all housekeeping thread wake-ups */
+	uint64_t halt_exits;       /* sum over the vCPUs */
+	uint64_t force_exits, violations, scans, tick_restarts;
+	uint64_t events_dropped;   /* events the export thread lost */
+	uint64_t watch_dropped;    /* events not sent to slow watchers */
+	uint64_t hooks_run, hooks_failed, hooks_dropped;
+	bool paused;               /* every vCPU parked by "pause" (pause.c) */
+	uint64_t pauses;           /* pauses completed */
+	uint64_t resumes_requested, resumes_self; /* by "resume" / a wake source */
+	unsigned int ncpus;
+	struct vcpu_status *vcpus; /* @ncpus entries */
+};
+
+/* status.c */
+/* Main thread, before the export thread starts: the VM's name and a new
+ * uuid. */
+int status_init(const char *name);
+struct vm_status *vm_status_new(const struct vm *vm); /* NULL: out of memory */
+void vm_status_read(struct vm *vm, struct vm_status *st); /* any thread */
+void vm_status_free(struct vm_status *st);
+/* The VM's name and uuid (set once by status_init). */
+const char *vm_name(void);
+const char *vm_uuid(void);
+
+#define DEFAULT_CONTROL_DIR "/run/sysidle"
+#define CONTROL_PATH_MAX 108 /* sizeof(sun_path) */
+
+/* What main.c's options say about the outside world. */
+struct export_config {
+	const char *name;          /* --name */
+	const char *control;       /* --control PATH, NULL: none ("none") */
+	bool control_explicit;     /* --control given: failing to open is fatal */
+	const char *metrics_file;  /* --metrics-file PATH, NULL: none */
+	const char *hooks_dir;     /* --hooks DIR */
+	uint64_t hook_timeout_ns;  /* --hook-timeout SECONDS */
+};
+
+/* export.c: the export thread. export_start() runs after idle_init and
+ * before the vCPUs start (the "started" hook goes first); export_stop()
+ * after they are joined: it runs the "stopped" hook, closes the control
+ * socket and writes the metrics file one last time. */
+int export_start(struct vm *vm, const struct export_config *cfg);
+void export_stop(void);
+uint64_t export_events_dropped(void); /* any thread */
+
+/* control.c: the control socket, driven by the export thread only (the
+ * functions below are called on it, except open/close: on the main
+ * thread before it starts and after it stops).
+ * control_open: create the socket (cfg->control; NULL: none). An
+ * explicit --control that fails is fatal (vmm_fail, returns -1); the
+ * default path failing is a warning and no socket (returns 0). */
+int control_open(struct vm *vm, const struct export_config *cfg);
+void control_close(void);
+/* Fill up to @max pollfds (listening socket and clients); returns how many. */
+int control_pollfds(struct pollfd *fds, int max);
+/* After poll(): handle the entries control_pollfds filled (same order). */
+void control_handle(struct pollfd *fds, int n);
+/* An idle state change: to every watcher, never blocking (a watcher whose
+ * socket buffer is full loses the event; counted). */
+void control_broadcast(const struct vm_event *ev);
+uint64_t control_watch_dropped(void);
+
+/* stats.c: --stats-json FILE at exit, after every vCPU and the
+ * housekeeping thread have been joined; 0, or -1 after a message. */
+int stats_write(struct vm *vm, const char *path, int status);
+
+/* metrics.c: write @st to @path in Prometheus text format (temporary file in
+ * the same directory, then rename). Returns 0, or -1 with errno set. */
+int metrics_write(const char *path, const struct vm_status *st);
+
+#endif

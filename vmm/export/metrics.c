@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * --metrics-file: the VM's idle state in the Prometheus text exposition
+ * format (version 0.0.4, as node-exporter's textfile collector reads it).
+ *
+ * The whole file is formatted in memory, written to a temporary file in the
+ * same directory (".NAME.XXXXXX": a dot file, which the collector skips)
+ * and renamed over the target, so a reader sees the old file or the new
+ * one, never a part of either. No sample carries a timestamp (the textfile
+ * collector refuses them); sysidle_vm_state_since_timestamp_seconds gives
+ * the wall-clock time of the last state change instead, so a reader can
+ * extrapolate the full-idle time while the file is not rewritten (the
+ * export thread does not wake up while the VM is fully idle).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sysidle/sysidle.h>
+
+#include "export/export.h"
+
+/* @s as a label value: backslash, double quote and newline escaped. */
+static void put_label(FILE *f, const char *s)
+{
+	for (; s && *s; s++) {
+		if (*s == '\\')
+			fputs("\\\\", f);
+		else if (*s == '"')
+			fputs("\\\"", f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+/* A family's # HELP and # TYPE lines (the help texts are constants with no
+ * backslash or newline, so they need no escaping). */
+static void put_family(FILE *f, const char *name, const char *type,
+		       const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The start of a sample line: NAME{vm="..." (the caller closes the set). */
+static void put_sample(FILE *f, const char *name, const struct vm_status *st)
+{
+	fprintf(f, "%s{vm=\"", name);
+	put_label(f, st->name);
+	fputc('"', f);
+}
+
+/* One per-VM sample with an integer value. */
+static void put_vm_u64(FILE *f, const char *name, const char *type,
+		       const char *help, const struct vm_status *st,
+		       uint64_t v)
+{
+	put_family(f, name, type, help);
+	put_sample(f, name, st);
+	fprintf(f, "} %" PRIu64 "\n", v);
+}
+
+/* One per-vCPU family: @field picks the value. */
+static void put_vcpus(FILE *f, const char *name, const char *type,
+		      const char *help, const struct vm_status *st,
+		      uint64_t (*field)(const struct vcpu_status *))
+{
+	put_family(f, name, type, help);
+	for (unsigned int i = 0; i < st->ncpus; i++) {
+		put_sample(f, name, st);
+		fprintf(f, ",vcpu=\"%u\"} %" PRIu64 "\n", st->vcpus[i].id,
+			field(&st->vcpus[i]));
+	}
+}
+
+static uint64_t vcpu_halted(const struct vcpu_status *v)
+{
+	return v->halted;
+}
+
+static uint64_t vcpu_halt_exits(const struct vcpu_status *v)
+{
+	return v->halt_exits;
+}
+
+/* The file's text, into @f. */
+static void metrics_format(FILE *f, const struct vm_status *st)
+{
+	put_family(f, "sysidle_vm_info", "gauge",
+		   "The VM: its name, its uuid (new for each VMM process) and "
+		   "whether --sysidle is on. Always 1.");
+	put_sample(f, "sysidle_vm_info", st);
+	fputs(",uuid=\"", f);
+	put_label(f, st->uuid);
+	fprintf(f, "\",sysidle=\"%s\"} 1\n", st->sysidle ? "true" : "false");
+
+	put_vm_u64(f, "sysidle_vm_state", "gauge",
+		   "Idle state: 0 NOT, 1 SHORT, 2 LONG, 3 FULL, 4 FULL_NOTED "
+		   "(fully idle, tick stopped). Always 0 without --sysidle.",
+		   st, (uint64_t)st->state);
+
+	put_family(f, "sysidle_vm_state_since_timestamp_seconds", "gauge",
+		   "Unix time of the last change of sysidle_vm_state (of the "
+		   "VM's start when it never changed).");
+	put_sample(f, "sysidle_vm_state_since_timestamp_seconds", st);
+	fprintf(f, "} %" PRIu64 ".%03" PRIu64 "\n", st->since_unix_ms / 1000,
+		st->since_unix_ms % 1000);
+
+	put_vm_u64(f, "sysidle_vm_full_idle", "gauge",
+		   "1 while the VM is fully idle (state FULL_NOTED: no vCPU "
+		   "runs, the tick is stopped), else 0.",
+		   st, st->state == SYSIDLE_FULL_NOTED);
+
+	put_family(f, "sysidle_vm_full_idle_seconds_total", "counter",
+		   "Seconds the VM has been fully idle, up to when this file "
+		   "was written. The file is rewritten at each state change "
+		   "and once a second while the VM is not fully idle, but not "
+		   "while it stays fully idle: while sysidle_vm_full_idle is "
+		   "1, add time() - sysidle_vm_state_since_timestamp_seconds.");
+	put_sample(f, "sysidle_vm_full_idle_seconds_total", st);
+	fprintf(f, "} %" PRIu64 ".%09" PRIu64 "\n",
+		st->full_idle_ns / 1000000000u, st->full_idle_ns % 1000000000u);
+
+	put_vm_u64(f, "sysidle_vm_full_idle_periods_total", "counter",
+		   "Full-idle periods begun (changes to FULL_NOTED).",
+		   st, st->full_idle_periods);
+
+	put_vcpus(f, "sysidle_vcpu_halted", "gauge",
+		  "1 while the vCPU is halted (blocked on HLT, waiting for "
+		  "its start-up IPI, or paused), else 0.", st, vcpu_halted);
+	put_vcpus(f, "sysidle_vcpu_halt_exits_total", "counter",
+		  "HLT exits of the vCPU (KVM_EXIT_HLT).", st, vcpu_halt_exits);
+
+	put_vm_u64(f, "sysidle_ticks_suppressed_total", "counter",
+		   "Paravirtual ticks not delivered to halted vCPUs (counted "
+		   "as missed instead), all vCPUs.", st, st->ticks_suppressed);
+	put_vm_u64(f, "sysidle_host_timer_wakeups_total", "counter",
+		   "Expiries of the VMM's housekeeping timer (host timer "
+		   "wake-ups on the guest's behalf).", st,
+		   st->host_timer_wakeups);
+
+	put_vm_u64(f, "sysidle_vm_paused", "gauge",
+		   "1 while the VM is paused (every vCPU parked by the control "
+		   "socket's pause), else 0.", st, st->paused);
+	put_vm_u64(f, "sysidle_vm_pauses_total", "counter",
+		   "Pauses completed (every vCPU parked).", st, st->pauses);
+	put_vm_u64(f, "sysidle_vm_resumes_requested_total", "counter",
+		   "Resumes asked for by the control socket's resume.", st,
+		   st->resumes_requested);
+	put_vm_u64(f, "sysidle_vm_resumes_self_total", "counter",
+		   "Resumes by a wake source of the guest (a timer, serial "
+		   "input, a kick, an IPI).", st, st->resumes_self);
+}
+
+/* write() all of @len bytes of @buf to @fd. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * The export thread (and the main thread once it has stopped): one caller
+ * at a time, @st a snapshot nobody changes meanwhile. Never leaves the
+ * temporary file behind.
+ */
+int metrics_write(const char *path, const struct vm_status *st)
+{
+	const char *slash = strrchr(path, '/');
+	char *text = NULL, *tmp = NULL;
+	size_t len = 0;
+	int fd, err;
+	FILE *f;
+
+	f = open_memstream(&text, &len);
+	if (!f)
+		return -1;
+	metrics_format(f, st);
+	errno = 0;
+	if (fclose(f) || !text) {
+		err = errno ? errno : ENOMEM;
+		goto fail;
+	}
+	/* DIR/.BASE.XXXXXX, or .BASE.XXXXXX for a path with no '/' */
+	if (asprintf(&tmp, "%.*s.%s.XXXXXX",
+		     slash ? (int)(slash - path + 1) : 0, path,
+		     slash ? slash + 1 : path) < 0) {
+		tmp = NULL;
+		err = ENOMEM;
+		goto fail;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		err = errno;
+		goto fail;
+	}
+	if (fchmod(fd, 0644) || write_all(fd, text, len)) {
+		err = errno;
+		close(fd);
+		goto fail_unlink;
+	}
+	if (close(fd)) {
+		err = errno;
+		goto fail_unlink;
+	}
+	if (rename(tmp, path)) {
+		err = errno;
+		goto fail_unlink;
+	}
+	free(tmp);
+	free(text);
+	return 0;
+
+fail_unlink:
+	unlink(tmp);
+fail:
+	free(tmp);
+	free(text);
+	errno = err;
+	return -1;
+}

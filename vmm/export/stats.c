@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * --stats-json: per-vCPU exit counts by reason, HLT exits, interrupts
+ * injected, time halted, the housekeeping thread's host wake-ups, the idle
+ * layer's figures and the pause counters, written once at exit (json-c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include <sysidle/sysidle.h>
+
+#include "base/housekeeping.h"
+#include "export/export.h"
+#include "idle/idle.h"
+#include "machine/pause.h"
+
+static const char *const exit_names[VCPU_EXIT_REASONS] = {
+	[KVM_EXIT_UNKNOWN] = "unknown", [KVM_EXIT_EXCEPTION] = "exception",
+	[KVM_EXIT_IO] = "io", [KVM_EXIT_HYPERCALL] = "hypercall",
+	[KVM_EXIT_DEBUG] = "debug", [KVM_EXIT_HLT] = "hlt",
+	[KVM_EXIT_MMIO] = "mmio", [KVM_EXIT_IRQ_WINDOW_OPEN] = "irq_window_open",
+	[KVM_EXIT_SHUTDOWN] = "shutdown", [KVM_EXIT_FAIL_ENTRY] = "fail_entry",
+	[KVM_EXIT_INTR] = "intr", [KVM_EXIT_INTERNAL_ERROR] = "internal_error",
+	[KVM_EXIT_X86_RDMSR] = "rdmsr", [KVM_EXIT_X86_WRMSR] = "wrmsr",
+};
+
+static void add_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+static struct json_object *stats_vcpu(struct vcpu *v)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *exits = json_object_new_object();
+	struct pvtick_status pv;
+	char name[32];
+	uint64_t total = 0;
+
+	add_u64(o, "id", v->id);
+	for (unsigned int r = 0; r < VCPU_EXIT_REASONS; r++) {
+		if (!v->stats.exits[r])
+			continue;
+		if (exit_names[r])
+			snprintf(name, sizeof(name), "%s", exit_names[r]);
+		else
+			snprintf(name, sizeof(name), "reason_%u", r);
+		add_u64(exits, name, v->stats.exits[r]);
+		total += v->stats.exits[r];
+	}
+	json_object_object_add(o, "exits", exits);
+	add_u64(o, "exits_total", total);
+	add_u64(o, "hlt_exits", v->stats.hlt_exits);
+	add_u64(o, "interrupts_injected", v->stats.irqs_injected);
+	add_u64(o, "nmis_injected", v->stats.nmis_injected);
+	add_u64(o, "halted_ns", v->stats.halted_ns);
+	add_u64(o, "wakeups", v->stats.wakeups);
+	add_u64(o, "wake_latency_ns_total", v->stats.wake_latency_ns);
+	add_u64(o, "wake_latency_ns_max", v->stats.wake_latency_max_ns);
+	idle_vcpu_pvtick(v, &pv);
+	add_u64(o, "pvtick_hz", pv.hz);
+	add_u64(o, "pvtick_delivered", pv.delivered);
+	add_u64(o, "pvtick_suppressed", pv.suppressed);
+	return o;
+}
+
+/* NULL without --sysidle. */
+static struct json_object *stats_sysidle(struct vm *vm)
+{
+	struct json_object *o, *states, *lat, *ticks;
+	struct pvtick_status pv;
+	struct idle_stats st;
+	uint64_t total = 0;
+
+	idle_get_stats(&st);
+	if (!st.enabled)
+		return NULL;
+	o = json_object_new_object();
+	add_u64(o, "timekeeper", (uint64_t)st.timekeeper);
+	add_u64(o, "delay_ns", st.delay_ns);
+	add_u64(o, "tick_period_ns", st.tick_period_ns);
+	states = json_object_new_object();
+	for (int i = 0; i < SYSIDLE_NR_STATES; i++)
+		add_u64(states, sysidle_state_name((enum sysidle_state)i),
+			st.state_ns[i]);
+	json_object_object_add(o, "state_ns", states);
+	add_u64(o, "full_idle_periods", st.full_idle_periods);
+	add_u64(o, "tick_restarts", st.tick_restarts);
+	lat = json_object_new_object();
+	add_u64(lat, "count", st.lat_count);
+	add_u64(lat, "min", st.lat_min);
+	add_u64(lat, "median", st.lat_median);
+	add_u64(lat, "p99", st.lat_p99);
+	add_u64(lat, "mean", st.lat_count ? st.lat_sum / st.lat_count : 0);
+	add_u64(lat, "max", st.lat_max);
+	json_object_object_add(o, "detection_latency_ns", lat);
+	ticks = json_object_new_array();
+	for (unsigned int i = 0; i < vm->ncpus; i++) {
+		idle_vcpu_pvtick(&vm->vcpus[i], &pv);
+		json_object_array_add(ticks, json_object_new_uint64(pv.suppressed));
+		total += pv.suppressed;
+	}
+	json_object_object_add(o, "ticks_suppressed", ticks);
+	add_u64(o, "ticks_suppressed_total", total);
+	add_u64(o, "housekeeping_timer_wakeups", housekeeping_timer_wakeups());
+	add_u64(o, "housekeeping_kicks", housekeeping_kicks());
+	add_u64(o, "scans", st.scans);
+	add_u64(o, "force_exits", st.force_exits);
+	add_u64(o, "violations", st.violations);
+	return o;
+}
+
+/* The control socket's pause / resume counters (the same as status). */
+static struct json_object *stats_pause(void)
+{
+	struct json_object *o = json_object_new_object();
+	struct pause_status st;
+
+	pause_read_status(&st);
+	add_u64(o, "pauses", st.pauses);
+	add_u64(o, "resumes_requested", st.resumes_requested);
+	add_u64(o, "resumes_self", st.resumes_self);
+	return o;
+}
+
+/* Caller: every vCPU and the housekeeping thread have been joined. */
+int stats_write(struct vm *vm, const char *path, int status)
+{
+	struct json_object *root = json_object_new_object();
+	struct json_object *hk = json_object_new_object();
+	struct json_object *vcpus = json_object_new_array();
+	struct json_object *idle = stats_sysidle(vm);
+	const char *text;
+	FILE *f;
+	int err;
+
+	json_object_object_add(root, "vmm", json_object_new_string("sysidle-vmm"));
+	add_u64(root, "exit_status", (uint64_t)status);
+	add_u64(root, "cpus", vm->ncpus);
+	add_u64(root, "mem_bytes", vm->ram_size);
+	add_u64(hk, "host_wakeups", housekeeping_wakeups());
+	add_u64(hk, "timer_wakeups", housekeeping_timer_wakeups());
+	add_u64(hk, "kicks", housekeeping_kicks());
+	add_u64(hk, "timers_fired", housekeeping_timers_fired());
+	json_object_object_add(root, "housekeeping", hk);
+	if (idle)
+		json_object_object_add(root, "sysidle", idle);
+	json_object_object_add(root, "pause", stats_pause());
+	for (unsigned int i = 0; i < vm->ncpus; i++)
+		json_object_array_add(vcpus, stats_vcpu(&vm->vcpus[i]));
+	json_object_object_add(root, "vcpus", vcpus);
+	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+					      JSON_C_TO_STRING_NOSLASHESCAPE);
+	f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "vmm: cannot write --stats-json '%s': %s\n",
+			path, strerror(errno));
+		json_object_put(root);
+		return -1;
+	}
+	fputs(text ? text : "", f);
+	fputc('\n', f);
+	err = ferror(f) | fclose(f);
+	json_object_put(root);
+	if (err || !text) {
+		fprintf(stderr, "vmm: cannot write --stats-json '%s'\n", path);
+		return -1;
+	}
+	return 0;
+}

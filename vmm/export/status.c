@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The VM's name and uuid, and status snapshots (export.h) read from any
+ * thread, from the getters of the layers below: per-vCPU fields under each
+ * vCPU's lock, the idle state from the idle layer, counters with relaxed
+ * atomic loads.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sysidle/sysidle.h>
+
+#include "base/housekeeping.h"
+#include "export/control.h"
+#include "export/export.h"
+#include "hooks.h" /* TEMP until the hooks reader lands */
+#include "idle/idle.h"
+#include "machine/pause.h"
+
+static struct {
+	const char *name;
+	char uuid[37];
+} vm_id;
+
+const char *vm_name(void)
+{
+	return vm_id.name;
+}
+
+const char *vm_uuid(void)
+{
+	return vm_id.uuid;
+}
+
+/* Main thread, before any other thread starts. */
+int status_init(const char *name)
+{
+	uint8_t b[16];
+
+	vm_id.name = name;
+	if (getrandom(b, sizeof(b), 0) != sizeof(b))
+		return vmm_fail(VMM_EXIT_KVM, "getrandom: %s", strerror(errno));
+	b[6] = (b[6] & 0x0f) | 0x40; /* version 4 */
+	b[8] = (b[8] & 0x3f) | 0x80; /* RFC 4122 variant */
+	snprintf(vm_id.uuid, sizeof(vm_id.uuid),
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
+		 b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
+	return 0;
+}
+
+struct vm_status *vm_status_new(const struct vm *vm)
+{
+	struct vm_status *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return NULL;
+	st->vcpus = calloc(vm->ncpus, sizeof(*st->vcpus));
+	if (!st->vcpus) {
+		free(st);
+		return NULL;
+	}
+	st->ncpus = vm->ncpus;
+	return st;
+}
+
+void vm_status_free(struct vm_status *st)
+{
+	if (st)
+		free(st->vcpus);
+	free(st);
+}
+
+void vm_status_read(struct vm *vm, struct vm_status *st)
+{
+	uint64_t now = now_ns();
+	struct pvtick_status pv;
+	struct pause_status pz;
+	struct idle_status is;
+
+	st->name = vm_id.name;
+	st->uuid = vm_id.uuid;
+	st->pid = (int)getpid();
+	st->hk_tid = housekeeping_tid();
+	st->uptime_ns = now - time_start_ns();
+	st->halt_exits = 0;
+	st->ticks_suppressed = 0;
+	for (unsigned int i = 0; i < st->ncpus && i < vm->ncpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		struct vcpu_status *s = &st->vcpus[i];
+
+		s->id = i;
+		/* relaxed: see the stores in vcpu_thread / vcpu_handle_exit */
+		s->tid = __atomic_load_n(&v->tid, __ATOMIC_RELAXED);
+		s->halt_exits = __atomic_load_n(&v->stats.hlt_exits,
+						__ATOMIC_RELAXED);
+		s->halted = vcpu_is_halted(v);
+		idle_vcpu_pvtick(v, &pv);
+		s->ticks_suppressed = pv.suppressed;
+		st->halt_exits += s->halt_exits;
+		st->ticks_suppressed += s->ticks_suppressed;
+	}
+	st->host_timer_wakeups = housekeeping_timer_wakeups();
+	st->hk_wakeups = housekeeping_wakeups();
+	idle_read_status(&is, st->uptime_ns, now);
+	st->sysidle = is.sysidle;
+	st->timekeeper = is.timekeeper;
+	st->state = is.state;
+	st->since_ns = is.since_ns;
+	memcpy(st->state_ns, is.state_ns, sizeof(st->state_ns));
+	st->full_idle_ns = is.state_ns[SYSIDLE_FULL_NOTED];
+	st->full_idle_periods = is.full_idle_periods;
+	st->force_exits = is.force_exits;
+	st->violations = is.violations;
+	st->scans = is.scans;
+	st->tick_restarts = is.tick_restarts;
+	pause_read_status(&pz);
+	st->paused = pz.paused;
+	st->pauses = pz.pauses;
+	st->resumes_requested = pz.resumes_requested;
+	st->resumes_self = pz.resumes_self;
+	st->since_unix_ms = mono_to_unix_ms(st->since_ns);
+	st->events_dropped = export_events_dropped();
+	st->watch_dropped = control_watch_dropped();
+	hooks_counts(&st->hooks_run, &st->hooks_failed, &st->hooks_dropped);
+}

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The idle layer's set-up and what it shows (idle.h): --sysidle wired in
+ * (track.c, timekeeper.c, tick.c, log.c) and the pv tick (pvtick.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/time.h"
+#include "idle/internal.h"
+#include "idle/pvtick.h"
+
+struct idle_layer idle = { .lock = PTHREAD_MUTEX_INITIALIZER, .hk_cpu = -1 };
+
+bool idle_enabled(void)
+{
+	return idle.enabled;
+}
+
+int idle_timekeeper(void)
+{
+	return idle.tk;
+}
+
+int idle_init(struct vm *vm, const struct idle_config *o)
+{
+	struct sysidle_config cfg;
+
+	idle.vm = vm;
+	idle.tk = o->timekeeper;
+	idle.hk_cpu = o->housekeeping_cpu;
+	if (idle.tk < 0 || (unsigned int)idle.tk >= vm->ncpus)
+		return vmm_fail(VMM_EXIT_USAGE, "--timekeeper %d: expected a "
+				"vCPU from 0 to %u", idle.tk, vm->ncpus - 1);
+	if (sched_getaffinity(0, sizeof(idle.orig_cpus), &idle.orig_cpus) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "sched_getaffinity: %s",
+				strerror(errno));
+	if (idle.hk_cpu >= CPU_SETSIZE ||
+	    (idle.hk_cpu >= 0 && !CPU_ISSET(idle.hk_cpu, &idle.orig_cpus)))
+		return vmm_fail(VMM_EXIT_USAGE, "--housekeeping-cpu %d: not a "
+				"CPU this process may run on", idle.hk_cpu);
+	if (pvtick_init(vm, idle_suppress_tick))
+		return -1;
+	if (!o->sysidle) {
+		idle_tick_setup();
+		return 0;
+	}
+	if (o->log && strcmp(o->log, "-") == 0) {
+		idle.log = stderr;
+	} else if (o->log) {
+		idle.log = fopen(o->log, "w");
+		if (!idle.log)
+			return vmm_fail(VMM_EXIT_USAGE, "cannot write "
+					"--sysidle-log '%s': %s",
+					o->log, strerror(errno));
+		idle.log_close = true;
+	}
+	sysidle_config_init(&cfg, vm->ncpus);
+	cfg.timekeeper = idle.tk;
+	cfg.on_transition = idle_transition;
+	idle.s = sysidle_create(&cfg);
+	idle.lat = calloc(IDLE_LATENCY_SAMPLES, sizeof(*idle.lat));
+	idle.vcpus = aligned_alloc(64, vm->ncpus * sizeof(*idle.vcpus));
+	if (!idle.s || !idle.lat || !idle.vcpus)
+		return vmm_fail(VMM_EXIT_KVM, "sysidle_create: %s",
+				strerror(errno));
+	/* Before any vCPU thread starts: plain initialisation. */
+	atomic_init(&idle.tk_state, TK_BUSY);
+	atomic_init(&idle.tk_period, HK_TICK_DEFAULT_NS);
+	atomic_init(&idle.force_req, false);
+	for (unsigned int i = 0; i < vm->ncpus; i++) {
+		atomic_init(&idle.vcpus[i].idle_seq, 1); /* running */
+		atomic_init(&idle.vcpus[i].woke_ns, 0);
+		atomic_init(&idle.vcpus[i].halted_at_ns, 0);
+		idle.vcpus[i].kick_due_ns = 0;
+	}
+	idle.t0 = now_ns();
+	idle.since = idle.t0;
+	idle.cur = SYSIDLE_NOT;
+	idle.enabled = true;
+	idle_tick_setup();
+	vm->idle = &idle_vcpu_ops;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* After the housekeeping thread and every vCPU have been joined. */
+void idle_get_stats(struct idle_stats *st)
+{
+	uint64_t now = now_ns(), n;
+
+	memset(st, 0, sizeof(*st));
+	st->enabled = idle.enabled;
+	st->timekeeper = idle.tk;
+	if (!idle.enabled)
+		return;
+	st->delay_ns = sysidle_delay_ns(idle.s);
+	st->tick_period_ns = idle.tick_period;
+	pthread_mutex_lock(&idle.lock);
+	memcpy(st->state_ns, idle.state_ns, sizeof(st->state_ns));
+	if (now > idle.since)
+		st->state_ns[idle.cur] += now - idle.since;
+	pthread_mutex_unlock(&idle.lock);
+	st->full_idle_periods = idle.full_periods;
+	st->force_exits = idle.force_exits;
+	st->violations = idle.violations;
+	st->scans = idle.scans;
+	st->tick_restarts = idle.restarts;
+	st->lat_count = idle.lat_count;
+	st->lat_min = idle.lat_min;
+	st->lat_max = idle.lat_max;
+	st->lat_sum = idle.lat_sum;
+	n = idle.lat_count < IDLE_LATENCY_SAMPLES ? idle.lat_count :
+						    IDLE_LATENCY_SAMPLES;
+	if (n) {
+		qsort(idle.lat, n, sizeof(*idle.lat), cmp_u64);
+		st->lat_median = idle.lat[n / 2];
+		st->lat_p99 = idle.lat[(99 * n + 99) / 100 - 1];
+	}
+}
+
+/* Any thread: the idle part of a status snapshot. */
+void idle_read_status(struct idle_status *st, uint64_t uptime_ns,
+		      uint64_t now)
+{
+	memset(st, 0, sizeof(*st));
+	st->sysidle = idle.enabled;
+	st->timekeeper = idle.tk;
+	st->state = SYSIDLE_NOT;
+	if (!idle.enabled) {
+		st->state_ns[SYSIDLE_NOT] = uptime_ns;
+		st->since_ns = now - uptime_ns;
+		return;
+	}
+	pthread_mutex_lock(&idle.lock);
+	st->state = idle.cur;
+	st->since_ns = idle.changed_ns ? idle.changed_ns : idle.t0;
+	memcpy(st->state_ns, idle.state_ns, sizeof(st->state_ns));
+	if (now > idle.since)
+		st->state_ns[idle.cur] += now - idle.since;
+	st->full_idle_periods = idle.full_periods_seen;
+	pthread_mutex_unlock(&idle.lock);
+	/* Housekeeping-thread counters, read as they are: statistics. */
+	st->force_exits = __atomic_load_n(&idle.force_exits, __ATOMIC_RELAXED);
+	st->violations = __atomic_load_n(&idle.violations, __ATOMIC_RELAXED);
+	st->scans = __atomic_load_n(&idle.scans, __ATOMIC_RELAXED);
+	st->tick_restarts = __atomic_load_n(&idle.restarts, __ATOMIC_RELAXED);
+}
+
+/* Any thread. */
+void idle_vcpu_pvtick(struct vcpu *v, struct pvtick_status *st)
+{
+	const struct pvtick *t = pvtick_of(v);
+
+	pthread_mutex_lock(&v->lock);
+	st->hz = t->hz;
+	st->delivered = t->delivered;
+	st->suppressed = t->nsuppressed;
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* After every vCPU and the housekeeping thread have stopped. */
+void idle_fini(void)
+{
+	idle_flush();
+	if (idle.log_close)
+		fclose(idle.log);
+	idle.log = NULL;
+	sysidle_destroy(idle.s);
+	idle.s = NULL;
+	free(idle.lat);
+	idle.lat = NULL;
+	free(idle.vcpus);
+	idle.vcpus = NULL;
+	idle.enabled = false;
+	pvtick_fini();
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The idle layer: the sysidle library wired into the VMM (--sysidle), and
+ * the paravirtual tick. It plugs into the vCPU loop through the machine's
+ * struct vcpu_idle_ops (left NULL without --sysidle), runs the timekeeper
+ * side on the housekeeping thread, and posts every idle state change to
+ * the event queue. It knows nothing of who reads those events.
+ */
+#ifndef VMM_IDLE_IDLE_H
+#define VMM_IDLE_IDLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "machine/vm.h"
+
+struct idle_config {
+	bool sysidle;            /* --sysidle */
+	const char *log;         /* --sysidle-log FILE, "-": stderr */
+	int timekeeper;          /* --timekeeper N (default 0) */
+	int housekeeping_cpu;    /* --housekeeping-cpu N, -1: not pinned */
+};
+
+/* Main thread, after the vCPUs are created and before the housekeeping
+ * thread and the vCPUs start: the pv tick always, --sysidle if asked
+ * (vm->idle is set then). */
+int idle_init(struct vm *vm, const struct idle_config *cfg);
+void idle_fini(void);
+bool idle_enabled(void);
+int idle_timekeeper(void);
+/* Any thread: the outside world asks the VM out of full idle (SIGUSR2). */
+void idle_external_kick(void);
+/* Any thread (the control socket's "kick"): the timekeeper takes a tick
+ * now, then full idle ends. */
+void idle_kick_timekeeper(void);
+/* Housekeeping thread, or any thread after it stopped: write the queued
+ * log lines, wake the event queue's readers. */
+void idle_flush(void);
+
+/* Any thread: the idle part of a status snapshot. */
+struct idle_status {
+	bool sysidle;
+	int timekeeper;
+	int state;                 /* enum sysidle_state */
+	uint64_t since_ns;         /* CLOCK_MONOTONIC of the change to @state */
+	uint64_t state_ns[5];      /* time in NOT .. FULL_NOTED, now included */
+	uint64_t full_idle_periods;
+	uint64_t force_exits, violations, scans, tick_restarts;
+};
+void idle_read_status(struct idle_status *st, uint64_t uptime_ns,
+		      uint64_t now);
+
+/* Any thread: @v's pv tick, as status and --stats-json show it. */
+struct pvtick_status {
+	uint32_t hz;
+	uint64_t delivered, suppressed;
+};
+void idle_vcpu_pvtick(struct vcpu *v, struct pvtick_status *st);
+
+#define IDLE_LATENCY_SAMPLES 4096
+struct idle_stats {
+	bool enabled;
+	int timekeeper;
+	uint64_t delay_ns;
+	uint64_t tick_period_ns;     /* the housekeeping tick, last armed */
+	uint64_t state_ns[5];        /* time in NOT .. FULL_NOTED */
+	uint64_t full_idle_periods;  /* tick stops */
+	uint64_t lat_count, lat_min, lat_max, lat_sum, lat_median;
+	uint64_t lat_p99; /* nearest rank over the first samples kept */
+	uint64_t force_exits;        /* force_exit calls that changed the state */
+	uint64_t violations;         /* FULL while a non-timekeeper ran */
+	uint64_t scans;
+	uint64_t tick_restarts;
+};
+/* After the housekeeping thread has stopped. */
+void idle_get_stats(struct idle_stats *st);
+
+#endif

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The idle layer's shared state (the idle/ files only). Who writes what:
+ *  - struct idle_vcpu: its vCPU's thread only (the idle record the
+ *    kernel keeps per CPU), read by the housekeeping thread;
+ *  - tk_state, tk_period: the timekeeper vCPU's thread (timekeeper.c);
+ *  - under idle.lock: the time-in-state accounting and the log queue;
+ *  - the rest of the housekeeping part: the housekeeping thread (tick.c).
+ */
+#ifndef VMM_IDLE_INTERNAL_H
+#define VMM_IDLE_INTERNAL_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <sysidle/sysidle.h>
+
+#include "base/housekeeping.h"
+#include "idle/idle.h"
+#include "machine/vm.h"
+
+#define HK_TICK_DEFAULT_NS 4000000ull /* 250 Hz */
+#define TK_HALTED 0ull
+#define TK_BUSY 1ull /* any larger value: a tick-only window's start */
+/* A vCPU that ends full idle kicks the housekeeping thread later, not on
+ * its wake path (idle_kick_deferred). */
+#define IDLE_KICK_DEFER_NS 500000ull
+#define IDLE_KICK_BACKSTOP_NS 2000000ull
+
+/* The idle record of one vCPU: one cache line, written by its own thread.
+ * idle_seq is even while the thread is halted (or waits for SIPI, or is
+ * parked), woke_ns is when it last left that state (set before idle_seq
+ * turns odd), halted_at_ns when it last entered it. */
+struct idle_vcpu {
+	atomic_uint idle_seq;
+	_Atomic uint64_t woke_ns;
+	_Atomic uint64_t halted_at_ns;
+	uint64_t kick_due_ns; /* idle_kick_deferred(), 0: none */
+} __attribute__((aligned(64)));
+
+/* Counters that status snapshots read from other threads: relaxed, a
+ * statistic orders nothing. */
+static inline void stat_inc(uint64_t *c)
+{
+	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
+
+struct idle_layer {
+	bool enabled;
+	struct vm *vm;
+	struct sysidle *s;
+	int tk;
+	uint64_t t0;
+	FILE *log;
+	bool log_close;
+	int hk_cpu;
+	cpu_set_t orig_cpus;
+	struct idle_vcpu *vcpus; /* one per vCPU, by id */
+
+	pthread_mutex_t lock; /* the log queue and the time-in-state */
+	int cur;
+	uint64_t since, changed_ns, state_ns[SYSIDLE_NR_STATES];
+	uint64_t full_periods_seen; /* FULL_NOTED entries (status) */
+	char logq[16384];
+	size_t logq_len;
+	uint64_t log_dropped;
+
+	/* Written by the timekeeper vCPU thread, read by housekeeping. */
+	_Atomic uint64_t tk_state;
+	_Atomic uint64_t tk_period; /* its pv tick period, for the window */
+	atomic_bool force_req;
+
+	/* Housekeeping thread only (the transition callbacks that touch them
+	 * run there: to FULL / FULL_NOTED and every cpu == -1 change). */
+	struct hk_timer tick, kick_backstop;
+	uint64_t tick_deadline, tick_period;
+	bool stopped;
+	uint64_t stop_ns, noted_ns, last_scan, check_start;
+	bool in_force;
+	uint64_t full_periods, force_exits, violations, scans, restarts;
+	uint64_t *lat;
+	uint64_t lat_count, lat_min, lat_max, lat_sum;
+};
+
+extern struct idle_layer idle;
+
+static inline struct idle_vcpu *idle_vcpu(const struct vcpu *v)
+{
+	return &idle.vcpus[v->id];
+}
+
+/* log.c: a line for --sysidle-log, idle.lock held (idle_log: not held).
+ * Lines are queued and written out by idle_flush. */
+void idle_log_locked(uint64_t now, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define idle_log(now, ...) do {                         \
+		pthread_mutex_lock(&idle.lock);         \
+		idle_log_locked(now, __VA_ARGS__);      \
+		pthread_mutex_unlock(&idle.lock);       \
+	} while (0)
+
+/* track.c */
+extern const struct vcpu_idle_ops idle_vcpu_ops;
+void idle_transition(void *arg, enum sysidle_state from,
+		     enum sysidle_state to, int cpu, uint64_t now);
+bool idle_suppress_tick(const struct vcpu *v);
+
+/* timekeeper.c: the rule "a wake-up that only took its tick keeps the
+ * timekeeper idle". */
+bool tk_busy(uint64_t tk, uint64_t now);
+bool tk_set_busy(void);
+void tk_halt(struct vcpu *v, bool plain, uint64_t now);
+bool tk_wake(struct vcpu *v, bool plain, uint64_t now);
+void tk_exit(struct vcpu *v);
+void tk_inject(struct vcpu *v, int vector);
+
+/* tick.c: the housekeeping thread's side. */
+void idle_tick_setup(void);
+void idle_kick_deferred(struct vcpu *v);
+void idle_kick_due(struct vcpu *v, bool halting);
+
+#endif

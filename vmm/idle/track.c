@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Idle tracking: what each vCPU thread does at the vCPU loop's idle points
+ * (the machine's struct vcpu_idle_ops), and the library's transition
+ * callback, which posts every state change to the event queue.
+ *
+ * Each vCPU thread calls sysidle_enter(id) when it blocks on HLT with
+ * nothing pending (or waits for SIPI, or parks for a pause) and
+ * sysidle_exit(id) when it is woken (idle_halt / idle_wake, under its own
+ * lock); an exit that ends FULL_NOTED kicks the housekeeping thread
+ * *after* the vCPU is already running (idle_kick_deferred, tick.c): the
+ * wake path never waits for housekeeping. The timekeeper vCPU's halts and
+ * wake-ups go through its own rule (timekeeper.c).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/event.h"
+#include "base/time.h"
+#include "idle/internal.h"
+#include "idle/pvtick.h"
+
+/*
+ * Housekeeping thread, inside a scan (to FULL) or sysidle_is_idle (to
+ * FULL_NOTED): a non-timekeeper vCPU that is running now and was already
+ * running when this pass started (woke_ns < check_start) was busy for the
+ * whole pass, so the pass cannot have seen it idle: a protocol violation.
+ * One that woke after the pass started is a legal race (its exit resets
+ * the state). idle_seq turns even before sysidle_enter and odd after
+ * woke_ns is stored, so a running vCPU is never mistaken for a halted one.
+ */
+static void idle_check_violation(enum sysidle_state to, uint64_t now)
+{
+	for (unsigned int i = 0; i < idle.vm->ncpus; i++) {
+		struct idle_vcpu *iv = &idle.vcpus[i];
+		uint64_t woke;
+
+		if ((int)i == idle.tk)
+			continue;
+		/* seq_cst load: pairs with the vCPU's idle_seq increments in
+		 * idle_halt / idle_wake; an odd value makes woke_ns (stored
+		 * before it) visible. */
+		if (!(atomic_load(&iv->idle_seq) & 1))
+			continue;
+		/* seq_cst load: pairs with the store in idle_wake, before
+		 * the increment read above. */
+		woke = atomic_load(&iv->woke_ns);
+		if (woke < idle.check_start) {
+			stat_inc(&idle.violations);
+			idle_log_locked(now, "VIOLATION state %s while vcpu %u "
+					"running", sysidle_state_name(to), i);
+		}
+	}
+}
+
+/* on_transition: any thread; see sysidle_transition_fn. Lock order:
+ * idle.lock, then the event queue's. */
+void idle_transition(void *arg, enum sysidle_state from,
+		     enum sysidle_state to, int cpu, uint64_t now)
+{
+	(void)arg;
+	pthread_mutex_lock(&idle.lock);
+	if (to == SYSIDLE_FULL || to == SYSIDLE_FULL_NOTED)
+		idle_check_violation(to, now);
+	if (to == SYSIDLE_FULL_NOTED) {
+		idle.noted_ns = now;
+		idle.full_periods_seen++;
+	}
+	/* Changes made by different threads can reach here out of order:
+	 * time is charged to the state this code last saw. */
+	if (now > idle.since) {
+		idle.state_ns[idle.cur] += now - idle.since;
+		idle.since = now;
+	}
+	/* Posted under idle.lock, so events keep the order of the changes;
+	 * the readers are woken later, off the wake path (idle_flush). */
+	event_post(&(struct vm_event){
+		.kind = VM_EV_STATE, .from = from, .to = to, .cpu = cpu,
+		.mono_ns = now,
+		.unix_ms = mono_to_unix_ms(now),
+		.full_idle_ns = from == SYSIDLE_FULL_NOTED &&
+				now > idle.noted_ns ? now - idle.noted_ns : 0,
+	});
+	idle.changed_ns = now;
+	idle.cur = to;
+	if (to != SYSIDLE_NOT)
+		idle_log_locked(now, "state %s -> %s", sysidle_state_name(from),
+				sysidle_state_name(to));
+	else if (cpu >= 0)
+		idle_log_locked(now, "state %s -> NOT vcpu %d",
+				sysidle_state_name(from), cpu);
+	else if (idle.in_force)
+		idle_log_locked(now, "state %s -> NOT vcpu %d force-exit",
+				sysidle_state_name(from), idle.tk);
+	else
+		idle_log_locked(now, "state %s -> NOT scan",
+				sysidle_state_name(from));
+	if (cpu < 0 && idle.in_force)
+		stat_inc(&idle.force_exits);
+	pthread_mutex_unlock(&idle.lock);
+}
+
+/* vCPU thread, lock held: HLT with nothing pending (or WAIT_SIPI or a
+ * pause, @plain) begins. */
+static void idle_halt(struct vcpu *v, bool plain)
+{
+	struct idle_vcpu *iv = idle_vcpu(v);
+	uint64_t now = now_ns();
+
+	if ((int)v->id == idle.tk)
+		tk_halt(v, plain, now);
+	else
+		/* relaxed: a statistic (detection latency). */
+		atomic_store_explicit(&iv->halted_at_ns, now,
+				      memory_order_relaxed);
+	/* seq_cst RMW, even: halted for idle_check_violation() before the
+	 * library may see it idle (pairs with its load of idle_seq). */
+	atomic_fetch_add(&iv->idle_seq, 1);
+	sysidle_enter(idle.s, v->id);
+}
+
+/* vCPU thread, lock held: ... and ends. Returns true when the housekeeping
+ * thread must be kicked (deferred: idle_kick_deferred). */
+static bool idle_wake(struct vcpu *v, bool plain)
+{
+	struct idle_vcpu *iv = idle_vcpu(v);
+	bool kick;
+
+	if ((int)v->id == idle.tk) {
+		kick = tk_wake(v, plain, now_ns());
+	} else {
+		kick = sysidle_exit(idle.s, v->id);
+		pvtick_resume(v);
+	}
+	/* seq_cst store, then the seq_cst RMW to odd: pairs with the loads
+	 * in idle_check_violation() (idle_seq, then woke_ns). */
+	atomic_store(&iv->woke_ns, now_ns());
+	atomic_fetch_add(&iv->idle_seq, 1);
+	return kick && !vm_stopping();
+}
+
+/* pvtick.c asks, @v's lock held: may this tick be suppressed? A paused
+ * vCPU is idle for --sysidle, as a halted one. */
+bool idle_suppress_tick(const struct vcpu *v)
+{
+	return idle.enabled && (int)v->id != idle.tk &&
+	       (v->state == VCPU_HALTED || v->state == VCPU_PAUSED);
+}
+
+const struct vcpu_idle_ops idle_vcpu_ops = {
+	.halt = idle_halt,
+	.wake = idle_wake,
+	.kick_deferred = idle_kick_deferred,
+	.exit = tk_exit,
+	.inject = tk_inject,
+	.run_done = idle_kick_due,
+};

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * CPUID: what the host's KVM supports, plus x2APIC and TSC-deadline, the
+ * vCPU's APIC ID, and this VMM's hypervisor leaves in place of KVM's.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "machine/vm.h"
+
+#define CPUID_MAX_ENTRIES 256
+
+static struct kvm_cpuid2 *host_cpuid;
+
+static int cpuid_host(struct vm *vm)
+{
+	host_cpuid = calloc(1, sizeof(*host_cpuid) +
+			       CPUID_MAX_ENTRIES * sizeof(host_cpuid->entries[0]));
+	if (!host_cpuid)
+		return vmm_fail(VMM_EXIT_KVM, "out of memory");
+	host_cpuid->nent = CPUID_MAX_ENTRIES;
+	if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, host_cpuid) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SUPPORTED_CPUID: %s",
+				strerror(errno));
+	return 0;
+}
+
+static void cpuid_patch(struct vcpu *v, struct kvm_cpuid_entry2 *e)
+{
+	switch (e->function) {
+	case 1:
+		e->ebx = (e->ebx & 0x00ffffffu) | (v->id << 24);
+		e->ecx |= (1u << 21) | (1u << 24) | (1u << 31); /* x2apic,
+						 * tsc-deadline, hypervisor */
+		e->edx |= 1u << 9; /* APIC */
+		break;
+	case 0xb:
+	case 0x1f:
+		e->edx = v->id;
+		break;
+	default:
+		break;
+	}
+}
+
+static void cpuid_hv_leaves(struct vcpu *v, struct kvm_cpuid2 *c)
+{
+	struct kvm_cpuid_entry2 *e = &c->entries[c->nent];
+
+	e[0] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_BASE,
+		.eax = CPUID_HV_TIMING, .ebx = SYSIDLE_HV_SIGNATURE_EBX,
+		.ecx = SYSIDLE_HV_SIGNATURE_ECX, .edx = SYSIDLE_HV_SIGNATURE_EDX };
+	e[1] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_FEATURES,
+		.eax = SYSIDLE_HV_F_PVTICK };
+	e[2] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_TIMING,
+		.eax = v->lapic.tsc_khz,
+		.ebx = (uint32_t)(GUEST_APIC_TIMER_HZ / 1000) };
+	c->nent += 3;
+}
+
+/* Caller: @v's fd exists and v->lapic.tsc_khz is known. */
+int cpuid_setup(struct vcpu *v)
+{
+	struct kvm_cpuid2 *c;
+
+	if (!host_cpuid && cpuid_host(v->vm))
+		return -1;
+	c = calloc(1, sizeof(*c) + (host_cpuid->nent + 3) * sizeof(c->entries[0]));
+	if (!c)
+		return vmm_fail(VMM_EXIT_KVM, "out of memory");
+	for (uint32_t i = 0; i < host_cpuid->nent; i++) {
+		struct kvm_cpuid_entry2 e = host_cpuid->entries[i];
+
+		if (e.function >= CPUID_HV_BASE && e.function < 0x50000000u)
+			continue; /* KVM's own leaves: replaced by ours */
+		cpuid_patch(v, &e);
+		c->entries[c->nent++] = e;
+	}
+	cpuid_hv_leaves(v, c);
+	if (ioctl(v->fd, KVM_SET_CPUID2, c) < 0) {
+		free(c);
+		return vmm_fail(VMM_EXIT_KVM, "KVM_SET_CPUID2: %s",
+				strerror(errno));
+	}
+	free(c);
+	return 0;
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The PC devices, one per file: each registers its ports or MMIO range on
+ * the bus at init, before any vCPU runs. */
+#ifndef VMM_MACHINE_DEVICES_H
+#define VMM_MACHINE_DEVICES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "machine/vm.h"
+
+int serial_init(struct vm *vm);     /* 16550 UART at 0x3f8, IRQ 4 */
+int serial_input_start(void);       /* stdin -> the UART, its own thread */
+void serial_input_stop(void);
+int debug_exit_init(struct vm *vm); /* isa-debug-exit at 0xf4 */
+int fw_cfg_init(struct vm *vm);     /* fw_cfg at 0x510/0x511 */
+int legacy_init(struct vm *vm);     /* PIC/PIT ports, ignored */
+int ioapic_init(struct vm *vm);     /* IOAPIC at 0xfec00000 */
+void ioapic_set_irq(unsigned int pin, bool level);
+void ioapic_eoi(uint8_t vector);
+int lapic_init(struct vm *vm);      /* local APIC MMIO at 0xfee00000 */
+
+#endif

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * IOAPIC at 0xfec00000: IOREGSEL/IOWIN, 24 redirection entries, edge and
+ * level pins (remote IRR, cleared by the local APIC's EOI broadcast).
+ */
+#include <string.h>
+
+#include "machine/devices/devices.h"
+#include "machine/vm.h"
+
+#define IOAPIC_PINS 24
+#define IOAPIC_VERSION 0x20 /* with the EOI register at 0x40 */
+#define RTE_MASKED (1ull << 16)
+#define RTE_LEVEL (1ull << 15)
+#define RTE_REMOTE_IRR (1ull << 14)
+#define RTE_RO_BITS ((1ull << 12) | RTE_REMOTE_IRR)
+
+static struct {
+	pthread_mutex_t lock; /* taken before any vCPU lock */
+	struct vm *vm;
+	uint32_t regsel, id;
+	uint64_t rte[IOAPIC_PINS];
+	bool level[IOAPIC_PINS];
+} io = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Caller holds io.lock. */
+static void ioapic_deliver(unsigned int pin)
+{
+	uint64_t e = io.rte[pin];
+	struct irq_msg m = {
+		.dest = (uint32_t)(e >> 56),
+		.vector = (uint8_t)e,
+		.mode = (uint8_t)((e >> 8) & 7),
+		.logical = e & (1ull << 11),
+		.trigger_level = e & RTE_LEVEL,
+	};
+
+	if (e & RTE_MASKED)
+		return;
+	if (e & RTE_LEVEL) {
+		if (e & RTE_REMOTE_IRR)
+			return;
+		io.rte[pin] |= RTE_REMOTE_IRR;
+	}
+	irq_send(io.vm, NULL, &m);
+}
+
+/* Any thread holding no vCPU lock: a device drives @pin to @level. */
+void ioapic_set_irq(unsigned int pin, bool level)
+{
+	bool rising;
+
+	pthread_mutex_lock(&io.lock);
+	rising = level && !io.level[pin];
+	io.level[pin] = level;
+	if (rising || (level && (io.rte[pin] & RTE_LEVEL)))
+		ioapic_deliver(pin);
+	pthread_mutex_unlock(&io.lock);
+}
+
+/* A local APIC EOI'd a level-triggered @vector. No vCPU lock held. */
+void ioapic_eoi(uint8_t vector)
+{
+	pthread_mutex_lock(&io.lock);
+	for (unsigned int pin = 0; pin < IOAPIC_PINS; pin++) {
+		if ((uint8_t)io.rte[pin] != vector ||
+		    !(io.rte[pin] & RTE_REMOTE_IRR))
+			continue;
+		io.rte[pin] &= ~RTE_REMOTE_IRR;
+		if (io.level[pin])
+			ioapic_deliver(pin);
+	}
+	pthread_mutex_unlock(&io.lock);
+}
+
+static uint32_t ioapic_read(uint32_t reg)
+{
+	unsigned int pin = (reg - 0x10) / 2;
+
+	switch (reg) {
+	case 0: return io.id;
+	case 1: return ((IOAPIC_PINS - 1) << 16) | IOAPIC_VERSION;
+	case 2: return io.id;
+	default:
+		if (reg >= 0x10 && pin < IOAPIC_PINS)
+			return (uint32_t)(io.rte[pin] >> (reg & 1 ? 32 : 0));
+		return 0xffffffffu;
+	}
+}
+
+static void ioapic_write(uint32_t reg, uint32_t val)
+{
+	unsigned int pin = (reg - 0x10) / 2;
+	uint64_t e;
+
+	if (reg == 0) {
+		io.id = val & 0x0f000000u;
+		return;
+	}
+	if (reg < 0x10 || pin >= IOAPIC_PINS)
+		return;
+	e = io.rte[pin];
+	if (reg & 1)
+		e = (e & 0xffffffffull) | ((uint64_t)val << 32);
+	else
+		e = (e & 0xffffffff00000000ull) | (e & RTE_RO_BITS) |
+		    (val & ~(uint32_t)RTE_RO_BITS);
+	io.rte[pin] = e;
+	if (!(e & RTE_LEVEL))
+		io.rte[pin] &= ~RTE_REMOTE_IRR;
+	/* Unmasking a level pin that is still high delivers it. */
+	if (!(e & RTE_MASKED) && (e & RTE_LEVEL) && io.level[pin])
+		ioapic_deliver(pin);
+}
+
+static void ioapic_mmio(struct vcpu *v, uint64_t off, uint8_t *data,
+			unsigned int len, bool is_write, void *opaque)
+{
+	uint32_t val = 0;
+
+	(void)v; (void)opaque;
+	if (is_write)
+		memcpy(&val, data, len < 4 ? len : 4);
+	if (off == 0x40 && is_write) { /* directed EOI register */
+		ioapic_eoi((uint8_t)val);
+		return;
+	}
+	pthread_mutex_lock(&io.lock);
+	if (off == 0x00 && is_write)
+		io.regsel = val & 0xff;
+	else if (off == 0x00)
+		val = io.regsel;
+	else if (off == 0x10 && is_write)
+		ioapic_write(io.regsel, val);
+	else if (off == 0x10)
+		val = ioapic_read(io.regsel);
+	pthread_mutex_unlock(&io.lock);
+	if (!is_write) {
+		memset(data, 0, len);
+		memcpy(data, &val, len < 4 ? len : 4);
+	}
+}
+
+int ioapic_init(struct vm *vm)
+{
+	io.vm = vm;
+	for (unsigned int pin = 0; pin < IOAPIC_PINS; pin++)
+		io.rte[pin] = RTE_MASKED;
+	return bus_register(BUS_MMIO, GUEST_IOAPIC_BASE, 0x1000, ioapic_mmio,
+			    NULL);
+}

@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * vCPU threads. Each is a state machine driven by events posted under its
+ * lock (interrupt, NMI, INIT, SIPI, stop, pause):
+ *
+ *   WAIT_SIPI --SIPI--> RUNNING --HLT, nothing pending--> HALTED
+ *       ^                  |  ^----------interrupt----------'
+ *       '------INIT--------'
+ *   RUNNING, HALTED --pause--> PAUSED --resume--> back where it was
+ *   any state --stop--> FINISHED
+ *
+ * A vCPU in WAIT_SIPI parks in place (its state stays WAIT_SIPI, so that a
+ * SIPI posted while the VM is paused is still accepted, and resumes it).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "base/housekeeping.h"
+#include "machine/pause.h"
+#include "machine/vm.h"
+
+#define SIG_VCPU_KICK SIGUSR1 /* SIGUSR2 is the outside world's (main.c) */
+#define VCPU_STACK_SIZE (256u << 10)
+
+static __thread struct kvm_run *kick_run;
+
+/* A kick that lands outside KVM_RUN makes the next KVM_RUN return at once. */
+static void vcpu_kick_handler(int sig)
+{
+	(void)sig;
+	if (kick_run)
+		kick_run->immediate_exit = 1;
+}
+
+/* Caller holds v->lock and has just posted an event for @v. */
+void vcpu_kick_for(struct vcpu *v, int reason)
+{
+	v->wake_reason = (uint8_t)reason;
+	if (pause_pending()) /* the VM is paused or pausing: this resumes it */
+		pause_wake((enum pause_reason)reason);
+	if (v->state == VCPU_HALTED && !v->wake_posted_ns)
+		v->wake_posted_ns = now_ns();
+	if (v->state != VCPU_RUNNING)
+		pthread_cond_signal(&v->wake);
+	else if (atomic_load(&v->in_run)) /* pairs with the store before the injection check in vcpu_run_once, under v->lock as here */
+		pthread_kill(v->thread, SIG_VCPU_KICK);
+}
+
+void vcpu_kick(struct vcpu *v)
+{
+	vcpu_kick_for(v, pause_thread_reason());
+}
+
+/* An event that ends HLT. Caller holds v->lock. */
+bool vcpu_has_wake_event(const struct vcpu *v)
+{
+	return v->nmi_pending || v->init_pending ||
+	       (v->run->if_flag && lapic_pending_vector(&v->lapic) >= 0);
+}
+
+/*
+ * NMI first, then the highest deliverable vector if the guest can take it
+ * now, else ask KVM to exit when it can. Caller: @v's thread, lock held,
+ * right before KVM_RUN.
+ */
+static void vcpu_inject(struct vcpu *v)
+{
+	struct kvm_interrupt irq;
+	int vec;
+
+	if (v->nmi_pending && ioctl(v->fd, KVM_NMI) == 0) {
+		v->nmi_pending = false;
+		v->stats.nmis_injected++;
+	}
+	vec = lapic_pending_vector(&v->lapic);
+	if (vec >= 0 && v->run->ready_for_interrupt_injection &&
+	    v->run->if_flag) {
+		if (v->vm->idle)
+			v->vm->idle->inject(v, vec);
+		irq.irq = (uint32_t)vec;
+		if (ioctl(v->fd, KVM_INTERRUPT, &irq) == 0) {
+			lapic_accept(&v->lapic, vec);
+			v->stats.irqs_injected++;
+			vec = lapic_pending_vector(&v->lapic);
+		}
+	}
+	v->run->request_interrupt_window = vec >= 0;
+}
+
+static void vcpu_exit_io(struct vcpu *v)
+{
+	struct kvm_run *r = v->run;
+	uint8_t *p = (uint8_t *)r + r->io.data_offset;
+
+	for (uint32_t i = 0; i < r->io.count; i++, p += r->io.size)
+		bus_access(v, BUS_PIO, r->io.port, p, r->io.size,
+			   r->io.direction == KVM_EXIT_IO_OUT);
+}
+
+static uint64_t vcpu_rip(struct vcpu *v)
+{
+	struct kvm_regs regs;
+
+	return ioctl(v->fd, KVM_GET_REGS, &regs) < 0 ? 0 : regs.rip;
+}
+
+/* The only switch over exit_reason. Returns the next state. */
+static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
+{
+	struct kvm_run *r = v->run;
+	enum vcpu_state next = VCPU_RUNNING;
+
+	if (r->exit_reason < VCPU_EXIT_REASONS)
+		v->stats.exits[r->exit_reason]++;
+	if (v->vm->idle)
+		v->vm->idle->exit(v);
+	switch (r->exit_reason) {
+	case KVM_EXIT_IO:
+		vcpu_exit_io(v);
+		break;
+	case KVM_EXIT_MMIO:
+		bus_access(v, BUS_MMIO, r->mmio.phys_addr, r->mmio.data,
+			   r->mmio.len, r->mmio.is_write);
+		break;
+	case KVM_EXIT_X86_RDMSR:
+	case KVM_EXIT_X86_WRMSR:
+		msr_exit(v);
+		break;
+	case KVM_EXIT_HLT:
+		/* relaxed: one writer; status snapshots read it. */
+		__atomic_store_n(&v->stats.hlt_exits, v->stats.hlt_exits + 1,
+				 __ATOMIC_RELAXED);
+		pthread_mutex_lock(&v->lock);
+		/* --sysidle: even with an event pending this is an idle entry
+		 * and exit (the timekeeper's tick-only window ends here). */
+		if (!vcpu_has_wake_event(v) || v->vm->idle)
+			next = VCPU_HALTED;
+		pthread_mutex_unlock(&v->lock);
+		break;
+	case KVM_EXIT_IRQ_WINDOW_OPEN:
+	case KVM_EXIT_INTR:
+		break;
+	case KVM_EXIT_SHUTDOWN:
+		vmm_fail(VMM_EXIT_TRIPLE_FAULT, "vCPU %u: triple fault "
+			 "(KVM_EXIT_SHUTDOWN) at rip %#" PRIx64, v->id,
+			 vcpu_rip(v));
+		return VCPU_FINISHED;
+	case KVM_EXIT_INTERNAL_ERROR:
+		vmm_fail(VMM_EXIT_INTERNAL, "vCPU %u: KVM internal error, "
+			 "suberror %u%s, at rip %#" PRIx64, v->id,
+			 r->internal.suberror,
+			 r->internal.suberror == KVM_INTERNAL_ERROR_EMULATION ?
+			 " (emulation failure)" : "", vcpu_rip(v));
+		return VCPU_FINISHED;
+	case KVM_EXIT_FAIL_ENTRY:
+		vmm_fail(VMM_EXIT_INTERNAL, "vCPU %u: VM entry failed, hardware "
+			 "reason %#llx", v->id,
+			 r->fail_entry.hardware_entry_failure_reason);
+		return VCPU_FINISHED;
+	default:
+		vmm_fail(VMM_EXIT_INTERNAL, "vCPU %u: unknown KVM exit reason "
+			 "%u at rip %#" PRIx64, v->id, r->exit_reason,
+			 vcpu_rip(v));
+		return VCPU_FINISHED;
+	}
+	return next;
+}
+
+/*
+ * @v's thread, v->lock held, a pause pending: park (RUNNING or HALTED ->
+ * PAUSED; WAIT_SIPI stays) until the VM resumes or stops, then go back to
+ * the state it was in; v->lock is held again on return. For --sysidle a
+ * parked vCPU is idle: HALTED and WAIT_SIPI already are, a RUNNING one
+ * enters idle here and leaves it as it comes back. An event already
+ * pending that would wake or interrupt the vCPU now (posted before the
+ * pause was asked) resumes the VM once it is parked, as one posted during
+ * the pause does.
+ */
+static void vcpu_park(struct vcpu *v)
+{
+	const struct vcpu_idle_ops *idle = v->vm->idle;
+	enum vcpu_state from = v->state;
+	bool kick = false;
+
+	/* HALTED and WAIT_SIPI park only with nothing pending. */
+	if (from == VCPU_RUNNING && vcpu_has_wake_event(v))
+		pause_wake((enum pause_reason)v->wake_reason);
+	if (from == VCPU_RUNNING && idle) {
+		idle->run_done(v, true);
+		idle->halt(v, true); /* never a tick-only window */
+	}
+	if (from != VCPU_WAIT_SIPI)
+		v->state = VCPU_PAUSED;
+	pthread_mutex_unlock(&v->lock);
+	pause_park();
+	pthread_mutex_lock(&v->lock);
+	v->state = from;
+	if (from == VCPU_RUNNING && idle)
+		kick = idle->wake(v, true);
+	if (kick)
+		idle->kick_deferred(v);
+}
+
+/* One KVM_RUN and its exit. Caller: @v's thread, state RUNNING. */
+static enum vcpu_state vcpu_run_once(struct vcpu *v)
+{
+	int r;
+
+	pthread_mutex_lock(&v->lock);
+	if (v->init_pending) {
+		v->init_pending = false;
+		vcpu_reset(v);
+		pthread_mutex_unlock(&v->lock);
+		return VCPU_WAIT_SIPI;
+	}
+	/* in_run before the injection check: a kicker that posts after the
+	 * check sees it and interrupts KVM_RUN (see vcpu_kick). */
+	atomic_store(&v->in_run, true); /* pairs with the loads in vcpu_kick_for / vcpus_nudge */
+	if (vm_stopping()) {
+		atomic_store(&v->in_run, false); /* pairs with the same loads: not in KVM_RUN, under v->lock */
+		pthread_mutex_unlock(&v->lock);
+		return VCPU_FINISHED;
+	}
+	if (pause_pending()) {
+		atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge, under v->lock as here */
+		vcpu_park(v);
+		pthread_mutex_unlock(&v->lock);
+		return VCPU_RUNNING; /* looks at INIT, stop, pause again */
+	}
+	vcpu_inject(v);
+	pthread_mutex_unlock(&v->lock);
+
+	if (v->wake_posted_run_ns) { /* the wake path, posted -> KVM_RUN */
+		uint64_t lat = now_ns() - v->wake_posted_run_ns;
+
+		v->wake_posted_run_ns = 0;
+		v->stats.wakeups++;
+		v->stats.wake_latency_ns += lat;
+		if (lat > v->stats.wake_latency_max_ns)
+			v->stats.wake_latency_max_ns = lat;
+	}
+	r = ioctl(v->fd, KVM_RUN, 0);
+	atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge: a late kick only sets immediate_exit, cleared below */
+	if (v->vm->idle)
+		v->vm->idle->run_done(v, false);
+	v->run->immediate_exit = 0;
+	if (r < 0) {
+		if (errno == EINTR || errno == EAGAIN) {
+			v->stats.exits[KVM_EXIT_INTR]++;
+			return VCPU_RUNNING;
+		}
+		vmm_fail(VMM_EXIT_KVM, "vCPU %u: KVM_RUN: %s", v->id,
+			 strerror(errno));
+		return VCPU_FINISHED;
+	}
+	return vcpu_handle_exit(v);
+}
+
+/*
+ * Blocks until an interrupt can be delivered (or NMI, INIT, stop): no
+ * polling, no timeout. Caller: @v's thread, after HLT found nothing.
+ */
+static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
+{
+	const struct vcpu_idle_ops *idle = v->vm->idle;
+	uint64_t t0 = now_ns(), t1, posted;
+	bool kick = false;
+
+	if (idle)
+		idle->run_done(v, true);
+	pthread_mutex_lock(&v->lock);
+	v->state = VCPU_HALTED;
+	v->wake_posted_ns = 0;
+	if (idle)
+		idle->halt(v, false); /* --sysidle: sysidle_enter */
+	for (;;) {
+		while (!vcpu_has_wake_event(v) && !vm_stopping() &&
+		       !pause_pending())
+			pthread_cond_wait(&v->wake, &v->lock);
+		if (vcpu_has_wake_event(v) || vm_stopping())
+			break;
+		vcpu_park(v); /* HALTED -> PAUSED -> HALTED, idle throughout */
+	}
+	if (idle)
+		kick = idle->wake(v, false); /* --sysidle: sysidle_exit */
+	v->state = VCPU_RUNNING;
+	posted = v->wake_posted_ns;
+	pthread_mutex_unlock(&v->lock);
+	/* Already running: the housekeeping thread restarts the tick (or
+	 * forces the timekeeper's exit) behind us, kicked later. */
+	if (kick)
+		idle->kick_deferred(v);
+	t1 = now_ns();
+	v->stats.halted_ns += t1 - t0;
+	if (posted && !vm_stopping())
+		v->wake_posted_run_ns = posted; /* timed at the next KVM_RUN */
+	return VCPU_RUNNING;
+}
+
+/* Blocks until a SIPI, then starts in real mode at its vector. */
+static enum vcpu_state vcpu_wait_sipi(struct vcpu *v)
+{
+	const struct vcpu_idle_ops *idle = v->vm->idle;
+	uint8_t vector;
+	bool kick = false;
+
+	pthread_mutex_lock(&v->lock);
+	v->state = VCPU_WAIT_SIPI;
+	if (idle)
+		idle->halt(v, true); /* a vCPU waiting for SIPI is idle */
+	for (;;) {
+		if (v->init_pending) { /* INIT while waiting: reset again */
+			v->init_pending = false;
+			vcpu_reset(v);
+		}
+		if (v->sipi_pending || vm_stopping())
+			break;
+		if (pause_pending()) {
+			vcpu_park(v); /* stays WAIT_SIPI, idle throughout */
+			continue;
+		}
+		pthread_cond_wait(&v->wake, &v->lock);
+	}
+	v->sipi_pending = false;
+	vector = v->sipi_vector;
+	if (idle)
+		kick = idle->wake(v, true);
+	pthread_mutex_unlock(&v->lock);
+	if (kick) /* at once: a SIPI's wake-up is not a guest's wake path */
+		housekeeping_kick();
+	if (vm_stopping() || vcpu_set_sipi_state(v, vector))
+		return VCPU_FINISHED;
+	pthread_mutex_lock(&v->lock);
+	v->state = VCPU_RUNNING;
+	pthread_mutex_unlock(&v->lock);
+	return VCPU_RUNNING;
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vcpu *v = arg;
+	enum vcpu_state next = v->state;
+	sigset_t kick;
+	char name[16];
+
+	snprintf(name, sizeof(name), "vmm-vcpu%u", v->id);
+	pthread_setname_np(pthread_self(), name);
+	/* relaxed: read by status snapshots only (a TID, no ordering). */
+	__atomic_store_n(&v->tid, (int)gettid(), __ATOMIC_RELAXED);
+	kick_run = v->run;
+	sigemptyset(&kick);
+	sigaddset(&kick, SIG_VCPU_KICK);
+	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
+
+	while (next != VCPU_FINISHED) {
+		if (vm_stopping())
+			next = VCPU_FINISHED;
+		switch (next) {
+		case VCPU_WAIT_SIPI:
+			next = vcpu_wait_sipi(v);
+			break;
+		case VCPU_RUNNING:
+			next = vcpu_run_once(v);
+			break;
+		case VCPU_HALTED:
+			next = vcpu_wait_interrupt(v);
+			break;
+		case VCPU_PAUSED: /* never a next state: parking is in place */
+		case VCPU_FINISHED:
+			break;
+		}
+	}
+	pthread_mutex_lock(&v->lock);
+	v->state = VCPU_FINISHED;
+	pthread_mutex_unlock(&v->lock);
+	return NULL;
+}
+
+/* Caller: the main thread, with SIG_VCPU_KICK blocked (threads inherit it
+ * and unblock it themselves once kick_run is set). */
+int vcpus_start(struct vm *vm)
+{
+	struct sigaction sa = { .sa_handler = vcpu_kick_handler };
+	pthread_attr_t attr;
+	sigset_t kick;
+	int err = 0;
+
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIG_VCPU_KICK, &sa, NULL) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "sigaction: %s", strerror(errno));
+	sigemptyset(&kick);
+	sigaddset(&kick, SIG_VCPU_KICK);
+	pthread_sigmask(SIG_BLOCK, &kick, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, VCPU_STACK_SIZE);
+	for (unsigned int i = 0; i < vm->ncpus && !err; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		/* under the lock: vcpus_nudge (the export thread's "pause")
+		 * reads thread and started */
+		pthread_mutex_lock(&v->lock);
+		err = pthread_create(&v->thread, &attr, vcpu_thread, v);
+		v->started = !err;
+		pthread_mutex_unlock(&v->lock);
+	}
+	pthread_attr_destroy(&attr);
+	if (err)
+		return vmm_fail(VMM_EXIT_KVM, "cannot start a vCPU thread: %s",
+				strerror(err));
+	return 0;
+}
+
+void vcpus_nudge(struct vm *vm)
+{
+	for (unsigned int i = 0; vm->vcpus && i < vm->ncpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		pthread_mutex_lock(&v->lock);
+		if (v->started) {
+			pthread_cond_broadcast(&v->wake);
+			if (atomic_load(&v->in_run)) /* pairs with the stores in vcpu_run_once, under v->lock as here */
+				pthread_kill(v->thread, SIG_VCPU_KICK);
+		}
+		pthread_mutex_unlock(&v->lock);
+	}
+}
+
+/* Any thread: a snapshot of whether @v waits (halted, for SIPI, or
+ * parked). */
+bool vcpu_is_halted(struct vcpu *v)
+{
+	bool halted;
+
+	pthread_mutex_lock(&v->lock);
+	halted = v->state == VCPU_HALTED || v->state == VCPU_WAIT_SIPI ||
+		 v->state == VCPU_PAUSED;
+	pthread_mutex_unlock(&v->lock);
+	return halted;
+}
+
+/* Caller: vm_stop() was called; wakes every vCPU wherever it waits, a
+ * parked one included. */
+void vcpus_stop(struct vm *vm)
+{
+	vcpus_nudge(vm);
+	pause_stop();
+}
+
+void vcpus_join(struct vm *vm)
+{
+	for (unsigned int i = 0; vm->vcpus && i < vm->ncpus; i++)
+		if (vm->vcpus[i].started)
+			pthread_join(vm->vcpus[i].thread, NULL);
+}

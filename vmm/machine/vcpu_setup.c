@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Creating vCPUs and setting their registers: multiboot entry, SIPI. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+#include "machine/vm.h"
+
+static void seg_flat(struct kvm_segment *s, uint16_t sel, uint8_t type)
+{
+	*s = (struct kvm_segment){ .base = 0, .limit = 0xffffffff,
+		.selector = sel, .type = type, .present = 1, .dpl = 0,
+		.db = 1, .s = 1, .l = 0, .g = 1 };
+}
+
+static void seg_real(struct kvm_segment *s, uint16_t sel, uint8_t type)
+{
+	*s = (struct kvm_segment){ .base = (uint64_t)sel << 4,
+		.limit = 0xffff, .selector = sel, .type = type, .present = 1,
+		.s = 1 };
+}
+
+/* Multiboot entry state: flat 32-bit protected mode, paging off. */
+static int vcpu_set_multiboot_state(struct vcpu *v)
+{
+	struct kvm_sregs sr;
+	struct kvm_regs regs = { 0 };
+
+	if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SREGS: %s",
+				strerror(errno));
+	seg_flat(&sr.cs, 0x10, 0xb);
+	seg_flat(&sr.ds, 0x18, 0x3);
+	sr.es = sr.fs = sr.gs = sr.ss = sr.ds;
+	sr.cr0 = 0x11; /* PE | ET */
+	sr.cr4 = 0;
+	sr.efer = 0;
+	regs.rip = v->vm->entry;
+	regs.rax = MULTIBOOT_BOOTLOADER_MAGIC;
+	regs.rbx = v->vm->mbi;
+	regs.rflags = 2;
+	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
+	    ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "setting the boot vCPU state: %s",
+				strerror(errno));
+	return 0;
+}
+
+/* Real mode at @vector << 12, as after INIT + SIPI. Caller: @v's thread. */
+int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector)
+{
+	struct kvm_sregs sr;
+	struct kvm_regs regs = { .rflags = 2 };
+
+	if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SREGS: %s",
+				strerror(errno));
+	seg_real(&sr.cs, (uint16_t)(vector << 8), 0xb);
+	seg_real(&sr.ds, 0, 0x3);
+	sr.es = sr.fs = sr.gs = sr.ss = sr.ds;
+	sr.gdt = (struct kvm_dtable){ .base = 0, .limit = 0xffff };
+	sr.idt = sr.gdt;
+	sr.cr0 = 0x60000010;
+	sr.cr2 = sr.cr3 = sr.cr4 = 0;
+	sr.efer = 0;
+	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
+	    ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the SIPI "
+				"state: %s", v->id, strerror(errno));
+	return 0;
+}
+
+/* The guest TSC at a known host time, for TSC-deadline conversion. */
+static int vcpu_read_tsc(struct vcpu *v)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} m = { .hdr.nmsrs = 1, .e.index = 0x10 };
+	int khz = ioctl(v->fd, KVM_GET_TSC_KHZ, 0);
+
+	if (khz <= 0 || ioctl(v->fd, KVM_GET_MSRS, &m) != 1)
+		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: reading the TSC: %s",
+				v->id, strerror(errno));
+	v->lapic.tsc0_ns = now_ns();
+	v->lapic.tsc0 = m.e.data;
+	v->lapic.tsc_khz = (uint32_t)khz;
+	v->vm->tsc_khz = (uint32_t)khz;
+	return 0;
+}
+
+static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)
+{
+	v->vm = vm;
+	v->id = id;
+	v->state = id == 0 ? VCPU_RUNNING : VCPU_WAIT_SIPI;
+	v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, (unsigned long)id);
+	if (v->fd < 0)
+		return vmm_fail(VMM_EXIT_KVM, "KVM_CREATE_VCPU %u of %u: %s",
+				id, vm->ncpus, strerror(errno));
+	v->run = mmap(NULL, (size_t)vm->run_size, PROT_READ | PROT_WRITE,
+		      MAP_SHARED, v->fd, 0);
+	if (v->run == MAP_FAILED)
+		return vmm_fail(VMM_EXIT_KVM, "mmap of vCPU %u: %s", id,
+				strerror(errno));
+	if (vcpu_read_tsc(v) || cpuid_setup(v))
+		return -1;
+	lapic_timer_init(v);
+	lapic_reset(v);
+	return id == 0 ? vcpu_set_multiboot_state(v) : 0;
+}
+
+static void (*reset_hook)(struct vcpu *v);
+
+void vcpu_set_reset_hook(void (*reset)(struct vcpu *v))
+{
+	reset_hook = reset;
+}
+
+/* INIT: the local APIC and what resets with it. Lock held. */
+void vcpu_reset(struct vcpu *v)
+{
+	lapic_reset(v);
+	if (reset_hook)
+		reset_hook(v);
+}
+
+int vcpus_create(struct vm *vm)
+{
+	vm->vcpus = aligned_alloc(64, vm->ncpus * sizeof(*vm->vcpus));
+	if (!vm->vcpus)
+		return vmm_fail(VMM_EXIT_KVM, "out of memory");
+	memset(vm->vcpus, 0, vm->ncpus * sizeof(*vm->vcpus));
+	/* Every lock first: vcpus_stop / vcpus_nudge take them all, even
+	 * after a creation failed half-way. */
+	for (unsigned int i = 0; i < vm->ncpus; i++) {
+		pthread_mutex_init(&vm->vcpus[i].lock, NULL);
+		pthread_cond_init(&vm->vcpus[i].wake, NULL);
+	}
+	for (unsigned int i = 0; i < vm->ncpus; i++)
+		if (vcpu_create(vm, &vm->vcpus[i], i))
+			return -1;
+	return 0;
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The machine: the VM and its vCPUs on KVM, the port/MMIO bus, the loader.
+ * This layer knows nothing of sysidle or of the outside world: the idle
+ * layer plugs into the vCPU loop through struct vcpu_idle_ops, the export
+ * layer reads what it needs through the getters below.
+ */
+#ifndef VMM_MACHINE_VM_H
+#define VMM_MACHINE_VM_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "base/time.h"
+#include "machine/devices/lapic.h"
+
+#define VMM_MAX_CPUS 1024
+#define container_of(p, type, member) \
+	((type *)((char *)(p) - offsetof(type, member)))
+#define VCPU_EXIT_REASONS 64 /* counters kept for exit_reason < 64 */
+
+enum vcpu_state {
+	VCPU_WAIT_SIPI, /* AP before its SIPI, or any vCPU after INIT */
+	VCPU_RUNNING,   /* in or around KVM_RUN */
+	VCPU_HALTED,    /* HLT with nothing pending: thread blocked */
+	VCPU_PAUSED,    /* parked by a pause (from RUNNING or HALTED) */
+	VCPU_FINISHED,  /* the VM is stopping: thread returns */
+};
+
+struct vcpu_stats {
+	uint64_t exits[VCPU_EXIT_REASONS];
+	uint64_t hlt_exits;
+	uint64_t irqs_injected;
+	uint64_t nmis_injected;
+	uint64_t halted_ns;
+	uint64_t wakeups;          /* HALTED -> RUNNING */
+	uint64_t wake_latency_ns;  /* sum over wakeups: event posted -> the
+				    * KVM_RUN that delivers it */
+	uint64_t wake_latency_max_ns;
+};
+
+struct vm;
+
+struct vcpu {
+	struct vm *vm;
+	unsigned int id;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	bool started;
+
+	/* lock guards everything below it; the vCPU's own thread is the only
+	 * writer of state, other threads post events and kick. */
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	enum vcpu_state state;
+	atomic_bool in_run; /* between the injection check and KVM_RUN's end */
+	bool nmi_pending;
+	bool init_pending;
+	bool sipi_pending;
+	uint8_t sipi_vector;
+	uint8_t wake_reason; /* enum pause_reason of the last event posted */
+	uint64_t wake_posted_ns; /* first event posted while HALTED, or 0 */
+	struct lapic lapic;
+
+	/* Written by the vCPU thread only; other threads read the counters
+	 * export shows (hlt_exits) with relaxed atomic loads. */
+	struct vcpu_stats stats;
+	int tid; /* the vCPU thread's host TID, set when it starts */
+	uint64_t wake_posted_run_ns; /* a wake-up not yet timed (stats) */
+} __attribute__((aligned(64)));
+
+/*
+ * What the idle layer does at the vCPU loop's idle points (filled in by
+ * it; NULL without --sysidle: the loop then does none of it, and an HLT
+ * with an interrupt already pending does not halt). @v's own thread calls
+ * each one.
+ *  - halt / wake, @v->lock held: the vCPU starts / stops waiting (HLT with
+ *    nothing pending; @plain: a wait that is never a timekeeper's tick-only
+ *    window: WAIT_SIPI, a pause). wake returns true when the idle layer's
+ *    housekeeping work must follow (the loop calls kick_deferred, after
+ *    the lock is dropped).
+ *  - exit: before an exit is handled. inject, lock held: about to inject
+ *    @vector. run_done, no lock: after KVM_RUN (@halting false) or before
+ *    the vCPU blocks in HLT or parks (@halting true).
+ */
+struct vcpu_idle_ops {
+	void (*halt)(struct vcpu *v, bool plain);
+	bool (*wake)(struct vcpu *v, bool plain);
+	void (*kick_deferred)(struct vcpu *v);
+	void (*exit)(struct vcpu *v);
+	void (*inject)(struct vcpu *v, int vector);
+	void (*run_done)(struct vcpu *v, bool halting);
+};
+
+/* What the machine is made of (main.c's options). */
+struct machine_config {
+	uint64_t mem_size;
+	unsigned int ncpus;
+	const char *kernel;
+	const char *append;
+	const char **modules;
+	unsigned int nmodules;
+};
+
+struct vm {
+	int kvm_fd;
+	int vm_fd;
+	int run_size;
+	uint8_t *ram;
+	uint64_t ram_size; /* total guest RAM */
+	uint64_t ram_low;  /* RAM mapped at 0 (below GUEST_MMIO_HOLE) */
+	unsigned int ncpus;
+	unsigned int max_cpus;
+	uint32_t tsc_khz;
+	struct vcpu *vcpus;
+	uint64_t entry; /* multiboot entry point */
+	uint64_t mbi;   /* multiboot info address */
+	const struct machine_config *cfg;
+	const struct vcpu_idle_ops *idle; /* set before the vCPUs start */
+};
+
+/* Translate a guest physical range to host memory, or NULL. */
+void *guest_ptr(struct vm *vm, uint64_t gpa, uint64_t len);
+
+/* kvm.c */
+int kvm_vm_create(struct vm *vm, const struct machine_config *cfg);
+void kvm_vm_destroy(struct vm *vm);
+
+/* loader.c */
+int loader_load(struct vm *vm, const struct machine_config *cfg);
+
+/* bus.c: one table per address space, filled before any vCPU runs. */
+enum bus_space { BUS_PIO, BUS_MMIO };
+typedef void (*bus_handler)(struct vcpu *v, uint64_t off, uint8_t *data,
+			    unsigned int len, bool is_write, void *opaque);
+int bus_register(enum bus_space space, uint64_t base, uint64_t len,
+		 bus_handler fn, void *opaque);
+void bus_access(struct vcpu *v, enum bus_space space, uint64_t addr,
+		uint8_t *data, unsigned int len, bool is_write);
+
+/* msr.c: MSRs handled in userspace, by range; filled before any vCPU
+ * runs. A handler returns 0, or -1 for #GP; it is called without @v's
+ * lock. Unregistered MSRs raise #GP. */
+typedef int (*msr_read_fn)(struct vcpu *v, uint32_t index, uint64_t *val);
+typedef int (*msr_write_fn)(struct vcpu *v, uint32_t index, uint64_t val);
+int msr_register(uint32_t first, uint32_t last, msr_read_fn rd,
+		 msr_write_fn wr);
+int msr_vm_setup(struct vm *vm);
+void msr_exit(struct vcpu *v);
+
+/* vcpu.c */
+int vcpus_create(struct vm *vm);
+int vcpus_start(struct vm *vm);
+void vcpus_stop(struct vm *vm);
+void vcpus_join(struct vm *vm);
+/* Any thread holding no vCPU lock: every vCPU looks at the stop and pause
+ * flags again (woken from its wait, or out of KVM_RUN). */
+void vcpus_nudge(struct vm *vm);
+/* Caller holds v->lock and has just posted an event for @v: wake @v. While
+ * the VM is paused (or pausing) the event resumes it, for @reason;
+ * vcpu_kick() gives this thread's reason (pause_set_thread_reason). */
+void vcpu_kick(struct vcpu *v);
+void vcpu_kick_for(struct vcpu *v, int reason);
+/* @v's lock held: an event that ends HLT is pending. */
+bool vcpu_has_wake_event(const struct vcpu *v);
+/* Any thread: @v is halted, waiting for SIPI or paused (a snapshot). */
+bool vcpu_is_halted(struct vcpu *v);
+int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector); /* vcpu_setup.c */
+/* vcpu_setup.c: per-vCPU state that INIT resets along with the local
+ * APIC (the pv tick); set before the vCPUs are created. Lock held. */
+void vcpu_set_reset_hook(void (*reset)(struct vcpu *v));
+void vcpu_reset(struct vcpu *v);
+
+/* irq.c: interrupt messages, from the IOAPIC or a local APIC's ICR. */
+struct irq_msg {
+	uint32_t dest;
+	uint8_t vector;
+	uint8_t mode;      /* APIC delivery mode, 0..7 */
+	uint8_t shorthand; /* 0 none, 1 self, 2 all, 3 all but self */
+	bool logical;
+	bool level;        /* ICR level: assert (INIT de-assert is dropped) */
+	bool trigger_level; /* level-triggered: EOI goes back to the IOAPIC */
+	bool x2apic;       /* 32-bit destination format */
+};
+void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m);
+
+/* cpuid.c */
+int cpuid_setup(struct vcpu *v);
+
+#endif
