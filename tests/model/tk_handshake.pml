@@ -2,7 +2,7 @@
 /*
  * Promela model of the lock-free handshake between the timekeeper vCPU
  * thread and the housekeeping thread of the VMM's --sysidle mode
- * (vmm/idle.c, vmm/vcpu.c), checked by check-model.sh. The library side is
+ * (vmm/idle/, vmm/machine/vcpu.c), checked by check-model.sh. The library side is
  * modelled in detail by sysidle.pml; here it is reduced to what the
  * handshake touches.
  *
@@ -24,7 +24,7 @@
  * (the library excludes it from the scan) and are not modelled.
  * Data under a vCPU's lock (v->state: tk_run, ophase; its pv tick armed:
  * tk_tick, o_tick; its pending tick vector: tk_irr), thread-local data (a
- * held-back kick, v->hk_kick_due_ns: tk_kick_due, o_kick_due) and
+ * held-back kick, idle_vcpu(v)->kick_due_ns: tk_kick_due, o_kick_due) and
  * housekeeping-thread-only data (idle.stopped, the backstop timer armed)
  * are plain variables written inside the step of the C code that writes
  * them. A vCPU's locked section of several steps holds tk_lock / o_lock;
@@ -43,7 +43,7 @@
  * it is armed (not stopped), which covers every tick period and every
  * scheduling.
  *
- * Step by step (Promela step -> the C it models, vmm/idle.c unless said):
+ * Step by step (Promela step -> the C it models, in vmm/idle/ unless said):
  *  tk, HLT wake with more than the tick pending, or with its tick vector
  *    pending while its pv tick is suspended (vcpu.c: vcpu_wait_interrupt:
  *    the wait returns with v->lock; idle_wake, !tick_only; VCPU_RUNNING;
@@ -55,13 +55,13 @@
  *    the kick is held back (tk_kick_due), and without a pv tick the
  *    backstop timer is armed (backstop).
  *  tk, HLT wake with only its tick pending and its pv tick not suspended
- *    (idle_wake, tick_only: its "!v->pvt.suppressed" is "tk_tick"; the
+ *    (idle_wake, tick_only: its "!t->suppressed" is "tk_tick"; the
  *    locked section as one step): "tk_state = WINDOW" = the atomic_store
  *    of now (window start), tk_run = 1. A tick vector left pending by
  *    idle_stop's pvtick_suspend takes the path above (-DNO_SUPPRESSED_CHECK:
  *    it opens a window, as before the fix).
- *  tk, in a window, a non-tick exit or injection (idle_tk_exit,
- *    idle_tk_inject): tk_set_busy() as above, then housekeeping_kick() at
+ *  tk, in a window, a non-tick exit or injection (tk_exit,
+ *    tk_inject): tk_set_busy() as above, then housekeeping_kick() at
  *    once.
  *  tk, running (vcpu_run_once -> idle_kick_due(v, false) after KVM_RUN):
  *    an exit at least IDLE_KICK_DEFER_NS after the wake sends the held-back
@@ -145,7 +145,7 @@
  *    its tk_set_busy(), no force_req, no kick pending, held back, armed as
  *    a backstop or about to be sent, the housekeeping thread in none of
  *    its handlers. This is the "one of the two sides sees the other" of
- *    the comment in idle.c: either the re-read sees TK_BUSY, or the
+ *    the comment in idle/tick.c: either the re-read sees TK_BUSY, or the
  *    timekeeper's load sees the state above SHORT and asks for the force
  *    exit. Since the fix of history 2 below, idle_stop() finding the
  *    timekeeper running restarts too, which alone keeps this property
@@ -429,7 +429,7 @@ inline tk_set_busy()
 }
 
 /* housekeeping_kick() right after a tk_set_busy() that returned true
- * (idle_tk_exit, idle_tk_inject, idle_halt). */
+ * (tk_exit, tk_inject, idle_halt). */
 inline tk_kick_now()
 {
 	if
@@ -496,8 +496,8 @@ halted:
 	fi;
 window:
 	if
-	:: /* a non-tick exit (idle_tk_exit) or another vector injected
-	    * (idle_tk_inject) */
+	:: /* a non-tick exit (tk_exit) or another vector injected
+	    * (tk_inject) */
 		tk_set_busy(); tk_kick_now(); goto busy
 	:: /* HLT in time: lock, VCPU_HALTED, idle_halt: the window closes
 	    * (the store of TK_HALTED) */
