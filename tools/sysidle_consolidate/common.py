@@ -4,7 +4,9 @@ action on stdout, "# " comments with --verbose) and CPU lists."""
 import sys
 import time
 
-STATES = ["NOT", "SHORT", "LONG", "FULL", "FULL_NOTED"]
+from .states import STATES
+
+__all__ = ["STATES", "Log", "parse_cpus", "fmt_cpus", "fmt_s", "mono_since"]
 
 
 class Log:

@@ -3,11 +3,12 @@
 
 Idle state: the element <state name="FULL_NOTED" num="4"
 since_unix_ms="..."/> that the libvirt bridge publishes in each domain's
-metadata, namespace urn:sysidle:1, read every --interval (and at once on a
-metadata-change or lifecycle event when the driver delivers events). No
-element, or one that cannot be parsed: the state is unknown; nothing new
-is done to the domain, and what was done is undone (its wake could not be
-seen any more). Only running domains are followed; a domain that stops or
+metadata, namespace urn:sysidle:1 (its shape and reader: urndoc.py), read
+every --interval (and at once on a metadata-change or lifecycle event when
+the driver delivers events). No element, or one that cannot be read
+(urndoc.BadState): the state is unknown; nothing new is done to the
+domain, and what was done is undone (its wake could not be seen any
+more). Only running domains are followed; a domain that stops or
 disappears is forgotten (its saved pinning dropped: a stopped domain's
 live pinning is gone anyway).
 
@@ -27,16 +28,16 @@ its due timers and for its state to be published. A domain resumed by
 someone else is seen (its libvirt state) and no longer counted as
 suspended; one paused by someone else is left alone."""
 import threading
-import xml.etree.ElementTree as ET
 
 import libvirt
 
-from .common import STATES, fmt_cpus, fmt_s, mono_since
+from . import urndoc
+from .common import fmt_cpus, fmt_s, mono_since
 from .policy import Target
 from .retry import Gone
+from .states import FULL_NOTED
+from .urndoc import NS
 
-NS = "urn:sysidle:1"
-PREFIX = "sysidle"
 RECONNECT_S = 1.0
 
 libvirt.registerErrorHandler(lambda ctx, err: None, None)
@@ -81,18 +82,6 @@ def cpuset(cpumap):
     return {i for i, b in enumerate(cpumap) if b}
 
 
-def parse_state(xml):
-    """(name, since_unix_ms) from the metadata element; ValueError."""
-    el = ET.fromstring(xml)
-    if el.tag.split("}")[-1] != "state":
-        raise ValueError("element <%s>, not <state>" % el.tag)
-    name = el.get("name")
-    if name not in STATES:
-        raise ValueError("unknown state %r" % name)
-    since = el.get("since_unix_ms")
-    return name, int(since) if since is not None else None
-
-
 class Domain(Target):
     kind = "libvirt"
     can_suspend_max = True
@@ -117,10 +106,10 @@ class Domain(Target):
                 return None, None, "no %s state published" % NS
             return None, None, "metadata: %s" % err_text(e)
         try:
-            name, since = parse_state(xml)
-        except (ValueError, ET.ParseError) as e:
+            doc = urndoc.parse(xml)
+        except urndoc.BadState as e:
             return None, None, "bad %s state (%s)" % (NS, e)
-        return name, since, None
+        return doc.name, doc.since_unix_ms, None
 
     # --- pack ----------------------------------------------------------
     def pin(self, which, cpumap, action):
@@ -469,7 +458,7 @@ class LibvirtSource:
         domains left alone are listed."""
         self.poll(self.ctx.now())
         for d in self.domains.values():
-            if d.state != "FULL_NOTED":
+            if d.state != FULL_NOTED:
                 self.ctx.log("leave %s: state %s" % (
                     d.name, d.state or "unknown (%s)" % d.meta_error))
 

@@ -5,9 +5,9 @@ the hosts, and make the plan's moves (--apply).
 Inventory: each URI is opened read-only; its host CPUs and memory come from
 virNodeGetInfo, its active domains from virConnectListAllDomains (name,
 UUID, state, current memory, current vCPUs from virDomainGetInfo; the idle
-state from the urn:sysidle:1 metadata element), and the names and UUIDs of
-its defined but inactive domains, so that no move lands on a host where the
-same name is taken. A domain that vanishes while being read is left out;
+state from the urn:sysidle:1 metadata element, read by urndoc.py), and the
+names and UUIDs of its defined but inactive domains, so that no move lands
+on a host where the same name is taken. A domain that vanishes while being read is left out;
 any other error fails the whole inventory: a plan on part of a cluster
 could empty a host onto one it does not know is full. Each URI must reach
 a different host.
@@ -31,7 +31,6 @@ and a host planned empty is reported ready to power down once its moves
 are done (check that nothing was started there meanwhile).
 """
 import time
-import xml.etree.ElementTree as ET
 
 try:
     import libvirt
@@ -42,12 +41,9 @@ try:
 except ImportError:         # reported when the libvirt side is used
     libvirt = None
 
-try:
-    from .plan import IDLE_STATE, METADATA_NS, EXIT_OK, EXIT_APPLY_FAILED, \
-        plural
-except ImportError:
-    from plan import IDLE_STATE, METADATA_NS, EXIT_OK, EXIT_APPLY_FAILED, \
-        plural
+from . import urndoc
+from .planner import EXIT_APPLY_FAILED, EXIT_OK, plural
+from .states import FULL_NOTED as IDLE_STATE
 
 
 class LibvirtInventoryError(Exception):
@@ -81,37 +77,19 @@ def _run_state(code):
     return names.get(code, "state %d" % code)
 
 
-def parse_state_element(text):
-    """(state name, since_unix_ms or None) from the metadata element, or
-    (None, None) when it is not a readable <state name="..."/>."""
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError:
-        return None, None
-    if root.tag.rsplit("}", 1)[-1] != "state":
-        return None, None
-    name = root.get("name")
-    if not name:
-        return None, None
-    since = root.get("since_unix_ms")
-    try:
-        since = int(since) if since is not None else None
-    except ValueError:
-        since = None
-    if since is not None and since < 0:
-        since = None
-    return name, since
-
-
 def read_idle_state(dom):
     """The domain's (state, since_unix_ms); (None, None) when it has no
     (readable) urn:sysidle:1 metadata: unknown, never moved."""
     try:
         text = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
-                            METADATA_NS, 0)
+                            urndoc.NS, 0)
     except libvirt.libvirtError:
         return None, None
-    return parse_state_element(text)
+    try:
+        doc = urndoc.parse(text)
+    except urndoc.BadState:
+        return None, None
+    return doc.name, doc.since_unix_ms
 
 
 def _host_inventory(uri):

@@ -19,6 +19,7 @@ the Retrier). Policy.tick() makes the decisions that depend on time."""
 import time
 
 from .common import fmt_s
+from .states import FULL_NOTED
 
 POLICIES = ("pack", "suspend")
 
@@ -85,8 +86,8 @@ class Policy:
         now = time.monotonic() if now is None else now
         prev = t.state
         t.state = state
-        if state == "FULL_NOTED":
-            if prev != "FULL_NOTED" or t.idle_since is None:
+        if state == FULL_NOTED:
+            if prev != FULL_NOTED or t.idle_since is None:
                 t.idle_since = since if since is not None else now
                 t.acted.clear()
             elif period is not None and t.period is not None and \
@@ -129,11 +130,11 @@ class Policy:
         if t.gone:
             return
         now = time.monotonic() if now is None else now
-        if t.state != "FULL_NOTED":
+        if t.state != FULL_NOTED:
             return
         if self.pack and t.packed is None and "pack" not in t.acted:
             t.acted.add("pack")
-            t.do_pack("FULL_NOTED")
+            t.do_pack(FULL_NOTED)
         if self.suspend and not t.suspended and "suspend" not in t.acted \
                 and t.idle_since is not None \
                 and now >= t.idle_since + self.suspend_after:
@@ -151,7 +152,7 @@ class Policy:
 
     def next_due(self, t):
         """The monotonic time of @t's next time-based decision, or None."""
-        if t.gone or t.state != "FULL_NOTED":
+        if t.gone or t.state != FULL_NOTED:
             return None
         if self.suspend and not t.suspended and "suspend" not in t.acted \
                 and t.idle_since is not None:

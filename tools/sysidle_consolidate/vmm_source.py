@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """This project's VMM instances, through their control sockets
-(vmm/README.md, "Control socket protocol"): one "watch" connection per VM
-for its state changes; short request connections for "status", "pause"
-and "resume".
+(vmm/README.md, "Control socket protocol", spoken by control.py): one
+"watch" connection per VM for its state changes; short request
+connections for "status", "pause" and "resume".
 
 pack: sched_setaffinity on the vCPU threads and the housekeeping thread
 named by the status; their affinity before is remembered and put back.
@@ -13,73 +13,20 @@ then no longer counted as suspended."""
 import errno
 import json
 import os
-import socket
 import time
 
+from . import control
 from .common import fmt_cpus, fmt_s, mono_since
+from .control import Refused, status, vm_gone, vm_tids
 from .policy import Target
 from .retry import Gone
+from .states import FULL_NOTED
 
 RESCAN_S = 1.0
-REQUEST_TIMEOUT_S = 2.0
-
-
-class Refused(Exception):
-    """The VMM answered {"ok":false,...}."""
-
-
-def request(path, obj, timeout=REQUEST_TIMEOUT_S):
-    """One request on a new connection to @path; the reply object. Raises
-    OSError (no VMM, no reply within @timeout), ValueError (not JSON),
-    Refused (ok false)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.settimeout(timeout)
-        s.connect(path)
-        s.sendall((json.dumps(obj, separators=(",", ":")) + "\n").encode())
-        buf = b""
-        end = time.monotonic() + timeout
-        while b"\n" not in buf:
-            left = end - time.monotonic()
-            if left <= 0:
-                raise OSError(errno.ETIMEDOUT, "no reply")
-            s.settimeout(left)
-            d = s.recv(65536)
-            if not d:
-                raise OSError(errno.ECONNRESET, "closed before the reply")
-            buf += d
-        r = json.loads(buf.split(b"\n", 1)[0])
-        if not isinstance(r, dict):
-            raise ValueError("bad reply: %r" % (r,))
-        if not r.get("ok"):
-            raise Refused(str(r.get("error", r)))
-        return r
-    finally:
-        s.close()
-
-
-def status(path):
-    """The VM's status object, or raises OSError / ValueError / Refused."""
-    r = request(path, {"cmd": "status"})
-    if not isinstance(r.get("vm"), dict):
-        raise ValueError("bad status reply: %r" % (r,))
-    return r["vm"]
-
-
-def vm_tids(vm):
-    tids = [v.get("tid") for v in vm.get("vcpus", []) if isinstance(v, dict)]
-    tids.append(vm.get("housekeeping_tid"))
-    return [t for t in tids if isinstance(t, int) and t > 0]
 
 
 def is_thread_of(pid, tid):
     return os.path.exists("/proc/%d/task/%d" % (pid, tid))
-
-
-def vm_gone(e):
-    """True when the error @e of a request means the VMM is not there."""
-    return isinstance(e, OSError) and e.errno in (
-        errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR)
 
 
 class VmmVm(Target):
@@ -87,14 +34,10 @@ class VmmVm(Target):
     kind = "vmm"
 
     def __init__(self, src, path):
-        name = os.path.basename(path)
-        if name.endswith(".sock"):
-            name = name[:-5]
-        super().__init__(("vmm", path), name)
+        super().__init__(("vmm", path), control.socket_name(path))
         self.src = src
         self.path = path
-        self.sock = None
-        self.buf = b""
+        self.sock = None            # its control.Watch while connected
         self.pid = None
         self.connect_error = None
         self.no_pause = None        # the VMM's refusal of "pause"
@@ -131,7 +74,7 @@ class VmmVm(Target):
             return
         self.name = st.get("name", self.name)
         self.pid = st.get("pid") if isinstance(st.get("pid"), int) else None
-        if st.get("state") != "FULL_NOTED":
+        if st.get("state") != FULL_NOTED:
             src.log.v("%s: state is %s by now: not packed" %
                       (self.name, st.get("state")))
             return
@@ -173,7 +116,7 @@ class VmmVm(Target):
     def pause_req(self, cmd):
         def fn():
             try:
-                r = request(self.path, {"cmd": cmd})
+                r = control.command(self.path, cmd)
             except OSError as e:
                 if vm_gone(e):
                     raise Gone(e.strerror)
@@ -261,21 +204,15 @@ class VmmSource:
         return paths
 
     def connect(self, vm):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.settimeout(REQUEST_TIMEOUT_S)
-            s.connect(vm.path)
-            s.sendall(b'{"cmd":"watch"}\n')
-            s.setblocking(False)
+            w = control.open_watch(vm.path)
         except OSError as e:
-            s.close()
             if vm.connect_error != str(e):
                 self.log.v("%s: cannot connect (%s)" % (vm.path, e))
             vm.connect_error = str(e)
             return
         vm.connect_error = None
-        vm.sock = s
-        vm.buf = b""
+        vm.sock = w
         vm.state = None
         vm.gone = False
         self.log.v("%s: watching %s" % (vm.name, vm.path))
@@ -324,10 +261,8 @@ class VmmSource:
     def fds(self):
         return {vm.sock: vm for vm in self.vms.values() if vm.sock}
 
-    def handle_line(self, vm, line):
-        try:
-            ev = json.loads(line)
-        except ValueError:
+    def handle_line(self, vm, ev, line):
+        if ev is None:
             self.log.v("%s: not JSON: %r" % (vm.name, line[:200]))
             return
         if not isinstance(ev, dict):
@@ -381,22 +316,14 @@ class VmmSource:
 
     def readable(self, vm):
         try:
-            d = vm.sock.recv(65536)
-        except BlockingIOError:
+            lines = vm.sock.read()
+        except control.Closed as e:
+            self.forget(vm, str(e))
             return
-        except OSError as e:
-            self.forget(vm, "connection error: %s" % e)
-            return
-        if not d:
-            self.forget(vm, "the VMM closed its socket")
-            return
-        vm.buf += d
-        while b"\n" in vm.buf:
-            line, vm.buf = vm.buf.split(b"\n", 1)
-            if line.strip():
-                self.handle_line(vm, line)
-                if vm.sock is None:
-                    return
+        for ev, line in lines:
+            self.handle_line(vm, ev, line)
+            if vm.sock is None:
+                return
 
     def once(self):
         """One pass: each VM's status now, the policies applied to it."""
@@ -408,11 +335,11 @@ class VmmSource:
                 self.log("skip %s: no status (%s)" % (vm.name, e))
                 continue
             vm.name = st.get("name", vm.name)
-            if st.get("state") == "FULL_NOTED":
+            if st.get("state") == FULL_NOTED:
                 self.vms[path] = vm
                 if st.get("paused"):
                     vm.acted.add("suspend")
-                self.policy.state(vm, "FULL_NOTED",
+                self.policy.state(vm, FULL_NOTED,
                                   mono_since(st.get("since_unix_ms")))
             else:
                 self.log("leave %s: state %s" % (vm.name, st.get("state")))

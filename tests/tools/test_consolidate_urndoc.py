@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""sysidle-consolidate's reader of the urn:sysidle:1 document
+(sysidle_consolidate/urndoc.py) and the state table (states.py): the
+element as the C side writes it, the minimal one with and without a
+namespace, the old hooks' `state` attribute, and what is refused; then
+that the package has one reader of the document (urndoc.py) and one
+client of the VMM's control socket (control.py).
+
+usage: test_consolidate_urndoc.py TOOLS_DIR
+(the package is imported through PYTHONPATH: TOOLS_DIR and tests/, for
+tap.py.) TAP on stdout; exit 0 when every check passes."""
+import os
+import re
+import sys
+
+from tap import check, finish
+
+from sysidle_consolidate import states, urndoc
+
+MIN = '<state name="FULL_NOTED" num="4" since_unix_ms="1767323045678"/>'
+
+
+def parsed(text):
+    """(StateDoc, None) or (None, the BadState)."""
+    try:
+        return urndoc.parse(text), None
+    except urndoc.BadState as e:
+        return None, e
+
+
+def test_table():
+    check(states.STATES == ["NOT", "SHORT", "LONG", "FULL", "FULL_NOTED"]
+          and [states.NUM[s] for s in states.STATES] == [0, 1, 2, 3, 4] and
+          states.FULL_NOTED == "FULL_NOTED",
+          "states: NOT, SHORT, LONG, FULL, FULL_NOTED are 0..4",
+          repr((states.STATES, states.NUM)))
+    from sysidle_consolidate import common
+    check(common.STATES is states.STATES, "common.STATES is the same table")
+
+
+def test_accepted():
+    want = ("FULL_NOTED", 4, 1767323045678)
+    for what, text in [
+            ("no namespace", MIN),
+            ("a prefix and its declaration",
+             MIN.replace("<state ", '<sysidle:state xmlns:sysidle="%s" ' %
+                         urndoc.NS)),
+            ("a default namespace",
+             MIN.replace("<state ", '<state xmlns="%s" ' % urndoc.NS)),
+            ("the hook's extra attributes",
+             MIN.replace("/>", " event='begin' idle_ms='-'/>"))]:
+        d, e = parsed(text)
+        check(d is not None and (d.name, d.num, d.since_unix_ms) == want
+              and d.since is None and d.full_idle_periods is None and
+              d.vcpus is None,
+              "the minimal element, %s: FULL_NOTED, 4, since_unix_ms" % what,
+              "%s -> %r %r" % (text, d, e))
+    full = ('<sysidle:state xmlns:sysidle="urn:sysidle:1" name="LONG" '
+            'num="2" since_unix_ms="1767323045678" '
+            'since="2026-01-02T03:04:05.678Z" full_idle_periods="3" '
+            'vcpus="2" state="LONG"/>')
+    d, e = parsed(full)
+    check(d == urndoc.StateDoc("LONG", 2, 1767323045678,
+                               "2026-01-02T03:04:05.678Z", 3, 2),
+          "every attribute of the C side's element", "%r %r" % (d, e))
+    d, e = parsed('<state state="SHORT" num="1" since_unix_ms="5"/>')
+    check(d is not None and d.name == "SHORT" and d.since_unix_ms == 5,
+          "no name: the old hooks' state attribute", "%r %r" % (d, e))
+    d, e = parsed('<state name="NOT" state="FULL_NOTED" num="0"/>')
+    check(d is not None and d.name == "NOT" and d.since_unix_ms is None,
+          "name wins over state; no since_unix_ms: None", "%r %r" % (d, e))
+    ok = all(parsed('<state name="%s" num="%d" since_unix_ms="1"/>' %
+                    (s, n))[0].name == s for s, n in states.NUM.items())
+    check(ok, "every state of the table is read")
+
+
+def test_refused():
+    for what, text in [
+            ("an unknown state name", MIN.replace("FULL_NOTED", "SLEEPY")),
+            ("a lower-case name", MIN.replace("FULL_NOTED", "full_noted")),
+            ("no name nor state", '<state num="4" since_unix_ms="1"/>'),
+            ("another element", MIN.replace("<state ", "<idle ")),
+            ("not XML", "<state name="),
+            ("an empty text", ""),
+            ("a since_unix_ms that is no integer",
+             MIN.replace('"1767323045678"', '"soon"')),
+            ("a negative since_unix_ms",
+             MIN.replace('"1767323045678"', '"-1"'))]:
+        d, e = parsed(text)
+        check(d is None and isinstance(e, ValueError),
+              "refused (BadState, a ValueError): %s" % what,
+              "%r -> %r" % (text, d))
+
+
+def test_one_reader(tools):
+    """Only urndoc.py parses XML; only control.py opens a socket and
+    parses its JSON lines."""
+    pkg = os.path.join(tools, "sysidle_consolidate")
+    xml, sock = [], []
+    for name in sorted(os.listdir(pkg)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(pkg, name)) as f:
+            text = f.read()
+        if re.search(r"xml\.etree|fromstring\(|minidom|\blxml\b", text):
+            xml.append(name)
+        if re.search(r"socket\.socket\(|AF_UNIX|json\.loads\(", text):
+            sock.append(name)
+    check(xml == ["urndoc.py"], "one reader of the document: only urndoc.py "
+          "parses XML", repr(xml))
+    check(sock == ["control.py"], "one client of the control socket: only "
+          "control.py opens one and parses its lines", repr(sock))
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    test_table()
+    test_accepted()
+    test_refused()
+    test_one_reader(os.path.abspath(sys.argv[1]))
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""The urn:sysidle:1 document: the one reader of the idle state that the C
+side (the libvirt bridge, sysidle-libvirt; the sample hook tools/hooks/vm)
+publishes in a libvirt domain's metadata. Every part of this package that
+looks at a domain's idle state (the daemon's libvirt source, the migration
+plan's inventory and its --apply check) reads it here.
+
+The shape: one element `state` in namespace urn:sysidle:1 (libvirt stores
+it under the key prefix "sysidle"; a reader gets it with or without a
+prefix and namespace declaration, the namespace is not checked), e.g.
+
+  <sysidle:state xmlns:sysidle="urn:sysidle:1" name="FULL_NOTED" num="4"
+      since_unix_ms="1767323045678" since="2026-01-02T03:04:05.678Z"
+      full_idle_periods="3" vcpus="2" state="FULL_NOTED"/>
+
+  name               the state's name, one of states.STATES (NOT, SHORT,
+                     LONG, FULL, FULL_NOTED); required
+  num                its number, 0..4 (informational: name decides)
+  since_unix_ms      when the state began, milliseconds since the epoch
+                     (an integer >= 0)
+  since              the same time as ISO-8601 UTC with milliseconds
+                     (informational, optional)
+  full_idle_periods  how many fully idle periods the domain had (optional)
+  vcpus              its vCPUs (optional)
+  state              the same value as name, kept for old hooks: read
+                     only when name is absent
+
+The minimal element <state name="FULL_NOTED" num="4" since_unix_ms="N"/>
+is enough. Other attributes (the hook's event, idle_ms) are ignored.
+
+Unreadable (parse() raises BadState, a ValueError): not XML, an element
+other than `state`, no name (nor state), a name that is not a state of
+the table, a since_unix_ms that is not an integer >= 0. A missing
+since_unix_ms is None (the state's start unknown). The optional numeric
+attributes are None when absent or not an integer."""
+import collections
+import xml.etree.ElementTree as ET
+
+from .states import STATES
+
+NS = "urn:sysidle:1"
+PREFIX = "sysidle"
+ELEMENT = "state"
+
+StateDoc = collections.namedtuple(
+    "StateDoc", "name num since_unix_ms since full_idle_periods vcpus")
+
+
+class BadState(ValueError):
+    """The element is not a readable urn:sysidle:1 state."""
+
+
+def _int(text):
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def parse(text):
+    """The StateDoc of the metadata element @text (a str); BadState when
+    it is not readable (see the module's doc)."""
+    try:
+        el = ET.fromstring(text)
+    except ET.ParseError as e:
+        raise BadState(str(e))
+    tag = el.tag.rsplit("}", 1)[-1]
+    if tag != ELEMENT:
+        raise BadState("element <%s>, not <%s>" % (el.tag, ELEMENT))
+    name = el.get("name")
+    if name is None:
+        name = el.get("state")
+    if name not in STATES:
+        raise BadState("unknown state %r" % name)
+    since = el.get("since_unix_ms")
+    if since is not None:
+        try:
+            since = int(since)
+        except ValueError:
+            raise BadState("since_unix_ms %r is not an integer" % since)
+        if since < 0:
+            raise BadState("since_unix_ms %d is negative" % since)
+    return StateDoc(name, _int(el.get("num")), since, el.get("since"),
+                    _int(el.get("full_idle_periods")), _int(el.get("vcpus")))
