@@ -393,13 +393,21 @@ bool sysidle_cpu_is_idle(const struct sysidle *s, unsigned int cpu)
 	return !(atomic_load(&((struct sysidle *)s)->cpu[cpu].idle_ctr) & 1);
 }
 
+static const char *const state_names[SYSIDLE_NR_STATES] = {
+	"NOT", "SHORT", "LONG", "FULL", "FULL_NOTED",
+};
+
 const char *sysidle_state_name(enum sysidle_state st)
 {
-	static const char *const names[SYSIDLE_NR_STATES] = {
-		"NOT", "SHORT", "LONG", "FULL", "FULL_NOTED",
-	};
+	return (unsigned int)st < SYSIDLE_NR_STATES ? state_names[st] : "?";
+}
 
-	return (unsigned int)st < SYSIDLE_NR_STATES ? names[st] : "?";
+int sysidle_state_from_name(const char *name)
+{
+	for (int i = 0; name && i < SYSIDLE_NR_STATES; i++)
+		if (strcmp(name, state_names[i]) == 0)
+			return i;
+	return -1;
 }
 
 static const char *const strategy_names[] = { "sysidle", "counter", "scan" };

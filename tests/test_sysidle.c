@@ -659,6 +659,21 @@ START_TEST(test_names)
 }
 END_TEST
 
+START_TEST(test_state_from_name)
+{
+	for (int i = 0; i < SYSIDLE_NR_STATES; i++)
+		ck_assert_int_eq(sysidle_state_from_name(
+				 sysidle_state_name((enum sysidle_state)i)), i);
+	ck_assert_int_eq(sysidle_state_from_name("FULL_NOTED"),
+			 SYSIDLE_FULL_NOTED);
+	ck_assert_int_eq(sysidle_state_from_name("full_noted"), -1);
+	ck_assert_int_eq(sysidle_state_from_name("FULL_NOTED "), -1);
+	ck_assert_int_eq(sysidle_state_from_name(""), -1);
+	ck_assert_int_eq(sysidle_state_from_name("?"), -1);
+	ck_assert_int_eq(sysidle_state_from_name(NULL), -1);
+}
+END_TEST
+
 static Suite *sysidle_suite(void)
 {
 	Suite *s = suite_create("sysidle");
@@ -706,6 +721,7 @@ static Suite *sysidle_suite(void)
 	tcase_add_test(tc, test_naive_counter);
 	tcase_add_test(tc, test_naive_scan);
 	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_state_from_name);
 	suite_add_tcase(s, tc);
 	return s;
 }

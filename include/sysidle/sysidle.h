@@ -163,6 +163,9 @@ uint64_t sysidle_delay_ns(const struct sysidle *s);
 bool sysidle_cpu_is_idle(const struct sysidle *s, unsigned int cpu);
 
 const char *sysidle_state_name(enum sysidle_state st);
+/* The state named @name, as sysidle_state_name() spells it ("NOT", ...,
+ * "FULL_NOTED"); -1 when unknown (or NULL). */
+int sysidle_state_from_name(const char *name);
 const char *sysidle_strategy_name(enum sysidle_strategy st);
 /* Parse "sysidle", "counter" or "scan"; returns -1 when unknown. */
 int sysidle_strategy_parse(const char *name);

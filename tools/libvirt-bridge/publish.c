@@ -4,23 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hook_queue.h"
 #include "publish.h"
 
-char *publish_element(const struct publish_state *ps)
+int publish_metadata(virDomainPtr dom, const struct sysidle_doc *doc)
 {
-	char *xml;
-
-	if (asprintf(&xml, "<state name=\"%s\" num=\"%d\" since_unix_ms=\"%"
-		     PRIu64 "\" full_idle_periods=\"%" PRIu64 "\" vcpus=\"%u\"/>",
-		     sysidle_state_name(ps->state), (int)ps->state,
-		     ps->since_unix_ms, ps->full_idle_periods, ps->vcpus) < 0)
-		return NULL;
-	return xml;
-}
-
-int publish_metadata(virDomainPtr dom, const struct publish_state *ps)
-{
-	char *xml = publish_element(ps);
+	char *xml = sysidle_doc_element(doc);
 	int rc;
 
 	if (!xml)
@@ -46,15 +35,15 @@ char *publish_read_back(virDomainPtr dom)
 }
 
 void publish_hooks_change(const struct hook_domain *hd, enum sysidle_state from,
-			  enum sysidle_state to, uint64_t full_idle_ms,
-			  uint64_t unix_ms)
+			  const struct sysidle_doc *doc, uint64_t full_idle_ms)
 {
+	enum sysidle_state to = doc->state;
 	char ms[32];
 
 	if (from == SYSIDLE_FULL_NOTED && to != SYSIDLE_FULL_NOTED) {
 		snprintf(ms, sizeof(ms), "%" PRIu64, full_idle_ms);
-		hooks_post(hd, "idle", "end", ms, (int)to, unix_ms);
+		hook_queue_post(hd, "idle", "end", ms, doc);
 	} else if (to == SYSIDLE_FULL_NOTED && from != SYSIDLE_FULL_NOTED) {
-		hooks_post(hd, "idle", "begin", NULL, (int)to, unix_ms);
+		hook_queue_post(hd, "idle", "begin", NULL, doc);
 	}
 }

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The urn:sysidle:1 document's writer and reader: see sysidle_doc.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sysidle_doc.h"
+
+/* The attributes, in their one order, single-quoted. */
+static char *attributes(const struct sysidle_doc *doc)
+{
+	const char *name = sysidle_state_name(doc->state);
+	time_t t = (time_t)(doc->since_unix_ms / 1000);
+	char since[40];
+	struct tm tm;
+	char *s;
+
+	gmtime_r(&t, &tm);
+	strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (asprintf(&s, "name='%s' state='%s' num='%d' since='%s.%03uZ' "
+		     "since_unix_ms='%" PRIu64 "' full_idle_periods='%" PRIu64
+		     "' vcpus='%u'", name, name, (int)doc->state, since,
+		     (unsigned int)(doc->since_unix_ms % 1000),
+		     doc->since_unix_ms, doc->full_idle_periods,
+		     doc->vcpus) < 0)
+		return NULL;
+	return s;
+}
+
+char *sysidle_doc_element(const struct sysidle_doc *doc)
+{
+	char *a = attributes(doc), *xml;
+
+	if (!a || asprintf(&xml, "<state %s/>", a) < 0)
+		xml = NULL;
+	free(a);
+	return xml;
+}
+
+/* @s XML-escaped (malloc'd). */
+static char *xml_escape(const char *s)
+{
+	char *out = malloc(6 * strlen(s) + 1), *p = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		switch (*s) {
+		case '&': p = stpcpy(p, "&amp;"); break;
+		case '<': p = stpcpy(p, "&lt;"); break;
+		case '>': p = stpcpy(p, "&gt;"); break;
+		case '\'': p = stpcpy(p, "&apos;"); break;
+		case '"': p = stpcpy(p, "&quot;"); break;
+		default: *p++ = *s;
+		}
+	}
+	*p = '\0';
+	return out;
+}
+
+char *sysidle_doc_domain_xml(const struct hook_domain *dom,
+			     const struct sysidle_doc *doc)
+{
+	char *name = xml_escape(dom->name ? dom->name : "");
+	char *uuid = xml_escape(dom->uuid ? dom->uuid : "");
+	char *a = attributes(doc), *xml = NULL;
+
+	if (name && uuid && a &&
+	    asprintf(&xml, "<domain type='kvm'><name>%s</name><uuid>%s</uuid>"
+		     "<vcpu>%u</vcpu><metadata><" SYSIDLE_DOC_PREFIX ":state "
+		     "xmlns:" SYSIDLE_DOC_PREFIX "='" SYSIDLE_DOC_NS "' %s/>"
+		     "</metadata></domain>\n", name, uuid, dom->ncpus, a) < 0)
+		xml = NULL;
+	free(name);
+	free(uuid);
+	free(a);
+	return xml;
+}
+
+/* ---- the reader ---- */
+
+/* The start of the first tag whose local name is "state", or NULL. */
+static const char *find_state(const char *xml)
+{
+	for (const char *p = strchr(xml, '<'); p; p = strchr(p + 1, '<')) {
+		const char *n = p + 1, *end = n + strcspn(n, " \t\r\n/>");
+		const char *colon = memchr(n, ':', (size_t)(end - n));
+
+		if (colon)
+			n = colon + 1;
+		if (end - n == 5 && !memcmp(n, "state", 5))
+			return end;
+	}
+	return NULL;
+}
+
+/* The value of attribute @key in the tag whose attributes start at @p
+ * (into @buf), or NULL when absent or too long. */
+static const char *attr(const char *p, const char *key, char *buf,
+			size_t size)
+{
+	size_t klen = strlen(key);
+
+	for (;;) {
+		const char *name, *v, *q;
+		size_t nlen;
+
+		p += strspn(p, " \t\r\n");
+		if (!*p || *p == '/' || *p == '>')
+			return NULL;
+		name = p;
+		p += strcspn(p, " \t\r\n=/>");
+		nlen = (size_t)(p - name);
+		p += strspn(p, " \t\r\n");
+		if (*p != '=')
+			return NULL; /* malformed */
+		p++;
+		p += strspn(p, " \t\r\n");
+		if (*p != '\'' && *p != '"')
+			return NULL;
+		v = p + 1;
+		q = strchr(v, *p);
+		if (!q)
+			return NULL;
+		p = q + 1;
+		if (nlen != klen || memcmp(name, key, klen))
+			continue;
+		if ((size_t)(q - v) >= size)
+			return NULL;
+		memcpy(buf, v, (size_t)(q - v));
+		buf[q - v] = '\0';
+		return buf;
+	}
+}
+
+/* @s as a decimal number; false when it is not one. */
+static bool parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return !errno && !*end;
+}
+
+int sysidle_doc_parse(const char *xml, struct sysidle_doc *doc)
+{
+	const char *p = xml ? find_state(xml) : NULL;
+	char buf[64];
+	uint64_t v;
+	int st = -1, s;
+
+	if (!p)
+		return -1;
+	*doc = (struct sysidle_doc){ 0 };
+	for (int i = 0; i < 3; i++) {
+		const char *key = i == 0 ? "name" : i == 1 ? "state" : "num";
+		const char *val = attr(p, key, buf, sizeof(buf));
+
+		if (!val)
+			continue;
+		if (i < 2)
+			s = sysidle_state_from_name(val);
+		else
+			s = parse_u64(val, &v) && v < SYSIDLE_NR_STATES ?
+			    (int)v : -1;
+		if (s < 0 || (st >= 0 && s != st))
+			return -1;
+		st = s;
+	}
+	if (st < 0 ||
+	    !parse_u64(attr(p, "since_unix_ms", buf, sizeof(buf)),
+		       &doc->since_unix_ms))
+		return -1;
+	doc->state = (enum sysidle_state)st;
+	if (attr(p, "full_idle_periods", buf, sizeof(buf)) &&
+	    !parse_u64(buf, &doc->full_idle_periods))
+		return -1;
+	if (attr(p, "vcpus", buf, sizeof(buf))) {
+		if (!parse_u64(buf, &v) || v > UINT32_MAX)
+			return -1;
+		doc->vcpus = (unsigned int)v;
+	}
+	return 0;
+}

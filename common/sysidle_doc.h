@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The urn:sysidle:1 document: one element, one writer, one reader (see
+ * URN-SYSIDLE.md). Written as a libvirt domain's live metadata (by the
+ * libvirt bridge) and inside the domain XML a hook reads on stdin (by the
+ * hook runner, for the VMM and the bridge):
+ *
+ *   <state name='FULL_NOTED' state='FULL_NOTED' num='4'
+ *          since='2026-01-02T03:04:05.678Z' since_unix_ms='1767323045678'
+ *          full_idle_periods='2' vcpus='2'/>
+ *
+ * in the namespace urn:sysidle:1 (prefix "sysidle" in a domain XML).
+ */
+#ifndef SYSIDLE_COMMON_SYSIDLE_DOC_H
+#define SYSIDLE_COMMON_SYSIDLE_DOC_H
+
+#include <stdint.h>
+
+#include <sysidle/sysidle.h>
+
+#define SYSIDLE_DOC_NS "urn:sysidle:1"
+#define SYSIDLE_DOC_PREFIX "sysidle" /* also libvirt's metadata key */
+
+/* The domain an event or a document is about. */
+struct hook_domain {
+	const char *name;   /* argv[1] of a hook, and <name> */
+	const char *uuid;   /* <uuid>; also what tells domains apart */
+	unsigned int ncpus; /* <vcpu> */
+};
+
+struct sysidle_doc {
+	enum sysidle_state state;   /* name= and state= (the same), num= */
+	uint64_t since_unix_ms;     /* wall clock of the change to @state;
+				     * since_unix_ms= and since= */
+	uint64_t full_idle_periods; /* FULL_NOTED reached, since watched */
+	unsigned int vcpus;
+};
+
+/* The element without a namespace prefix: what virDomainSetMetadata takes
+ * (libvirt puts it in SYSIDLE_DOC_NS under the key SYSIDLE_DOC_PREFIX).
+ * Malloc'd; NULL: out of memory. */
+char *sysidle_doc_element(const struct sysidle_doc *doc);
+
+/* The domain XML a hook reads on stdin, the element as libvirt's own domain
+ * XML holds it, one line with its newline:
+ *   <domain type='kvm'><name>NAME</name><uuid>UUID</uuid><vcpu>N</vcpu>
+ *   <metadata><sysidle:state xmlns:sysidle='urn:sysidle:1' .../>
+ *   </metadata></domain>
+ * (@dom's name and uuid XML-escaped). Malloc'd; NULL: out of memory. */
+char *sysidle_doc_domain_xml(const struct hook_domain *dom,
+			     const struct sysidle_doc *doc);
+
+/* Read the first element named "state" (any prefix, either quote) in @xml:
+ * the element alone, libvirt's metadata, or a domain XML holding it. It
+ * needs since_unix_ms= and at least one of name=, state=, num= (all those
+ * present must agree); since=, full_idle_periods= and vcpus= are optional
+ * (0 when missing), unknown attributes are ignored. Returns 0 and fills
+ * @doc, or -1 (no such element, or a bad or missing value). */
+int sysidle_doc_parse(const char *xml, struct sysidle_doc *doc);
+
+#endif

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Unit tests of common/: the urn:sysidle:1 writer and reader, the hook
+ * runner's timeout parser and directory check, the control socket paths. */
+#include <check.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_client.h"
+#include "hookrun.h"
+#include "sysidle_doc.h"
+
+static void same_doc(const struct sysidle_doc *a, const struct sysidle_doc *b)
+{
+	ck_assert_int_eq(a->state, b->state);
+	ck_assert_uint_eq(a->since_unix_ms, b->since_unix_ms);
+	ck_assert_uint_eq(a->full_idle_periods, b->full_idle_periods);
+	ck_assert_uint_eq(a->vcpus, b->vcpus);
+}
+
+START_TEST(test_doc_element)
+{
+	struct sysidle_doc d = { SYSIDLE_FULL_NOTED, 1767323045678ull, 2, 3 };
+	struct sysidle_doc back;
+	char *x = sysidle_doc_element(&d);
+
+	ck_assert_ptr_nonnull(x);
+	ck_assert_str_eq(x, "<state name='FULL_NOTED' state='FULL_NOTED' "
+			 "num='4' since='2026-01-02T03:04:05.678Z' "
+			 "since_unix_ms='1767323045678' "
+			 "full_idle_periods='2' vcpus='3'/>");
+	ck_assert_int_eq(sysidle_doc_parse(x, &back), 0);
+	same_doc(&back, &d);
+	free(x);
+}
+END_TEST
+
+START_TEST(test_doc_domain_xml)
+{
+	struct sysidle_doc d = { SYSIDLE_NOT, 1767225600000ull, 0, 2 };
+	struct hook_domain dom = { "a<b>&'\"", "u-1", 2 };
+	struct sysidle_doc back;
+	char *x = sysidle_doc_domain_xml(&dom, &d);
+
+	ck_assert_ptr_nonnull(x);
+	ck_assert_str_eq(x, "<domain type='kvm'><name>a&lt;b&gt;&amp;&apos;"
+			 "&quot;</name><uuid>u-1</uuid><vcpu>2</vcpu>"
+			 "<metadata><sysidle:state xmlns:sysidle="
+			 "'urn:sysidle:1' name='NOT' state='NOT' num='0' "
+			 "since='2026-01-01T00:00:00.000Z' "
+			 "since_unix_ms='1767225600000' full_idle_periods='0' "
+			 "vcpus='2'/></metadata></domain>\n");
+	ck_assert_int_eq(sysidle_doc_parse(x, &back), 0);
+	same_doc(&back, &d);
+	free(x);
+}
+END_TEST
+
+START_TEST(test_doc_parse_minimal)
+{
+	struct sysidle_doc d;
+
+	ck_assert_int_eq(sysidle_doc_parse("<state name=\"FULL_NOTED\" "
+		"num=\"4\" since_unix_ms=\"1767225600123\"/>", &d), 0);
+	ck_assert_int_eq(d.state, SYSIDLE_FULL_NOTED);
+	ck_assert_uint_eq(d.since_unix_ms, 1767225600123ull);
+	ck_assert_uint_eq(d.full_idle_periods, 0);
+	ck_assert_uint_eq(d.vcpus, 0);
+	/* the older hook stdin: state=, no name= */
+	ck_assert_int_eq(sysidle_doc_parse("<sysidle:state xmlns:sysidle="
+		"'urn:sysidle:1' state='LONG' num='2' since='x' "
+		"since_unix_ms='5'/>", &d), 0);
+	ck_assert_int_eq(d.state, SYSIDLE_LONG);
+	/* the sample hook's, with its event */
+	ck_assert_int_eq(sysidle_doc_parse("<state name='SHORT' num='1' "
+		"since_unix_ms='7' event='begin' idle_ms='-'/>", &d), 0);
+	ck_assert_int_eq(d.state, SYSIDLE_SHORT);
+	ck_assert_uint_eq(d.since_unix_ms, 7);
+}
+END_TEST
+
+START_TEST(test_doc_parse_bad)
+{
+	struct sysidle_doc d;
+
+	ck_assert_int_eq(sysidle_doc_parse("", &d), -1);
+	ck_assert_int_eq(sysidle_doc_parse(NULL, &d), -1);
+	ck_assert_int_eq(sysidle_doc_parse("<other name='NOT' num='0' "
+					   "since_unix_ms='1'/>", &d), -1);
+	/* no since_unix_ms */
+	ck_assert_int_eq(sysidle_doc_parse("<state name='NOT' num='0'/>", &d),
+			 -1);
+	/* no state at all */
+	ck_assert_int_eq(sysidle_doc_parse("<state since_unix_ms='1'/>", &d),
+			 -1);
+	/* name and num disagree, unknown name, num out of range */
+	ck_assert_int_eq(sysidle_doc_parse("<state name='NOT' num='4' "
+					   "since_unix_ms='1'/>", &d), -1);
+	ck_assert_int_eq(sysidle_doc_parse("<state name='IDLE' "
+					   "since_unix_ms='1'/>", &d), -1);
+	ck_assert_int_eq(sysidle_doc_parse("<state num='5' "
+					   "since_unix_ms='1'/>", &d), -1);
+	ck_assert_int_eq(sysidle_doc_parse("<state num='4' "
+					   "since_unix_ms='-1'/>", &d), -1);
+	ck_assert_int_eq(sysidle_doc_parse("<state num='4' since_unix_ms='1' "
+					   "vcpus='x'/>", &d), -1);
+}
+END_TEST
+
+START_TEST(test_parse_timeout)
+{
+	uint64_t ns = 0;
+
+	ck_assert_int_eq(hooks_parse_timeout("10", &ns), 0);
+	ck_assert_uint_eq(ns, 10000000000ull);
+	ck_assert_int_eq(hooks_parse_timeout("0.5", &ns), 0);
+	ck_assert_uint_eq(ns, 500000000ull);
+	ck_assert_int_eq(hooks_parse_timeout("86400", &ns), 0);
+	ck_assert_int_eq(hooks_parse_timeout("86401", &ns), -1);
+	ck_assert_int_eq(hooks_parse_timeout("0", &ns), -1);
+	ck_assert_int_eq(hooks_parse_timeout("-1", &ns), -1);
+	ck_assert_int_eq(hooks_parse_timeout("", &ns), -1);
+	ck_assert_int_eq(hooks_parse_timeout("1s", &ns), -1);
+	ck_assert_int_eq(hooks_parse_timeout("nan", &ns), -1);
+}
+END_TEST
+
+static int warnings;
+
+static void count_warn(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static void count_warn(const char *fmt, ...)
+{
+	(void)fmt;
+	warnings++;
+}
+
+START_TEST(test_resolve_dir)
+{
+	char *d;
+
+	warnings = 0;
+	ck_assert_ptr_null(hookrun_resolve_dir(NULL, count_warn));
+	ck_assert_ptr_null(hookrun_resolve_dir("/nonexistent/hooks",
+					       count_warn));
+	ck_assert_int_eq(warnings, 0);
+	ck_assert_ptr_null(hookrun_resolve_dir("/dev/null", count_warn));
+	ck_assert_int_eq(warnings, 1);
+	d = hookrun_resolve_dir("/tmp/../", count_warn);
+	ck_assert_str_eq(d, "/");
+	free(d);
+	ck_assert_str_eq(DEFAULT_HOOKS_DIR, "/etc/sysidle/hooks");
+}
+END_TEST
+
+START_TEST(test_socket_path)
+{
+	char p[16];
+
+	ck_assert_int_eq(ctl_socket_path("/run/x", "vm", p, sizeof(p)), 0);
+	ck_assert_str_eq(p, "/run/x/vm.sock");
+	ck_assert_int_eq(ctl_socket_path("/run/x", "./a.sock", p, sizeof(p)),
+			 0);
+	ck_assert_str_eq(p, "./a.sock");
+	ck_assert_int_eq(ctl_socket_path("/run/x", "longer-name", p,
+					 sizeof(p)), -1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("common");
+	TCase *tc = tcase_create("common");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_doc_element);
+	tcase_add_test(tc, test_doc_domain_xml);
+	tcase_add_test(tc, test_doc_parse_minimal);
+	tcase_add_test(tc, test_doc_parse_bad);
+	tcase_add_test(tc, test_parse_timeout);
+	tcase_add_test(tc, test_resolve_dir);
+	tcase_add_test(tc, test_socket_path);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * sysidle-libvirt's parts: the options (options.c), the domains and what
+ * is published for them (domains.c), the main loop and the connection
+ * (sysidle-libvirt.c).
+ */
+#ifndef SYSIDLE_LIBVIRT_BRIDGE_H
+#define SYSIDLE_LIBVIRT_BRIDGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libvirt/libvirt.h>
+#include <sysidle/sysidle.h>
+
+#include "domain_idle.h"
+#include "hookrun.h"
+#include "stats_source.h"
+
+#define PROG "sysidle-libvirt"
+#define DEFAULT_URI "qemu:///system"
+#define INTERVAL_MAX_MS 3600000u
+#define BACKOFF_MIN_MS 1000u
+#define BACKOFF_MAX_MS 60000u
+#define EXIT_USAGE 2
+
+struct options {
+	const char *uri;
+	uint64_t interval_ms;
+	const char *hooks_dir;
+	uint64_t hook_timeout_ns;
+	bool once;
+	const char *stats_file;
+	bool verbose;
+};
+
+/* One libvirt domain the bridge has seen. */
+struct tracked {
+	char *name;
+	char uuid[VIR_UUID_STRING_BUFLEN];
+	virDomainPtr dom;        /* from the latest scan */
+	struct domain_idle *di;
+	bool seen;               /* in the current scan */
+	bool watched;            /* has statistics: started hook, metadata */
+	bool skipped;            /* no statistics in the latest scan */
+	bool warned;             /* the no-statistics warning was given */
+	bool meta_failed;        /* the last metadata change failed */
+	enum sysidle_state published;
+	uint64_t noted_unix_ms;  /* when FULL_NOTED was reached */
+	unsigned int ncpus;
+	char reason[160];        /* the latest scan's */
+};
+
+extern struct options opt;
+extern struct tracked **doms;
+extern size_t ndoms;
+
+/* sysidle-libvirt.c */
+void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t mono_ns(void);
+uint64_t unix_ms(void);
+const char *lv_error(void);
+
+/* options.c: parse argv into opt; -1 after the message (exit 2). --help
+ * exits 0. */
+int parse_options(int argc, char **argv);
+
+/* domains.c */
+/* One scan: each active domain's machine fed, its changes published, the
+ * domains gone unwatched and freed. */
+void process_scan(struct stats_scan *scan);
+/* A replay record naming no libvirt domain: one warning per name. */
+void warn_unknown(const char *name);
+/* --once: each domain's state. */
+void print_once(void);
+/* @t is no longer watched: a fully idle domain's "idle end", "stopped". */
+void unwatch(struct tracked *t, const char *why);
+void tracked_free(struct tracked *t);
+/* After hook_queue_stop(): the dropped hook events, if any. */
+void report_dropped_hooks(void);
+/* At exit: what domains.c still holds. */
+void domains_free(void);
+
+#endif

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* sysidlectl: the options and the command line (see sysidlectl.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sysidlectl.h"
+
+struct options opt = { .dir = DEFAULT_DIR, .timeout_ms = 5000 };
+
+static const char usage_text[] =
+"usage: sysidlectl [--dir DIR] [--json] [--timeout SECONDS] COMMAND\n"
+"       COMMAND: list | status NAME | watch NAME | kick NAME | pause NAME |\n"
+"                resume NAME | --help\n";
+
+static const char help_text[] =
+"\n"
+"Commands:\n"
+"  list           every VM with a socket in DIR, one line each:\n"
+"                 NAME STATE SINCE VCPUS(idle/total) PID\n"
+"  status NAME    the VM's state, its vCPUs and its counters\n"
+"  watch NAME     one line per idle state change, until the VM stops\n"
+"  kick NAME      end the VM's full idle (its tick restarts)\n"
+"  pause NAME     park every vCPU of the VM (it resumes by itself when a\n"
+"                 timer, serial input or a kick wakes one); returns once\n"
+"                 every vCPU is parked\n"
+"  resume NAME    let a paused VM run again\n"
+"\n"
+"Options:\n"
+"  --dir DIR          the sockets' directory (default " DEFAULT_DIR ")\n"
+"  --json             JSON output: list: one object per VM per line;\n"
+"                     status: the status object; watch: the socket's lines;\n"
+"                     kick, pause, resume: the reply\n"
+"  --timeout SECONDS  wait at most SECONDS for a reply (default 5; watch\n"
+"                     waits for its events as long as the VM runs)\n"
+"  -h, --help         print this help and exit 0\n"
+"\n"
+"NAME is a VM's name (socket DIR/NAME.sock) or a socket path with a '/'.\n"
+"\n"
+"Exit status: 0 ok, 1 error from the VM or the connection (no such VM,\n"
+"permission denied, malformed reply, timeout), 2 bad usage, 130 (143)\n"
+"watch ended by SIGINT (SIGTERM).\n";
+
+/* One "sysidlectl: ..." line on stderr. */
+void errmsg(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("sysidlectl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* A usage error: its line, the synopsis, exit status 2. */
+static int usage_error(const char *fmt, const char *arg)
+{
+	fputs("sysidlectl: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fputs(usage_text, stderr);
+	return EXIT_USAGE;
+}
+
+/* Flush stdout; an error (a closed pipe, a full disk) is reported. */
+int flush_out(void)
+{
+	if (fflush(stdout) == 0)
+		return EXIT_OK;
+	errmsg("stdout: %s", strerror(errno));
+	return EXIT_ERR;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "dir", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *cmd;
+	char *end;
+	double sec;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			if (!*optarg)
+				return usage_error("%s--dir: expected a "
+						   "directory", "");
+			opt.dir = optarg;
+			break;
+		case 'j':
+			opt.json = true;
+			break;
+		case 't':
+			errno = 0;
+			sec = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(sec > 0) ||
+			    sec > 86400)
+				return usage_error("--timeout '%s': expected "
+						   "seconds, more than 0 and "
+						   "at most 86400", optarg);
+			opt.timeout_ms = (int64_t)(sec * 1000);
+			if (opt.timeout_ms < 1)
+				opt.timeout_ms = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			fputs(help_text, stdout);
+			return flush_out();
+		default:
+			if (optopt == 'd' || optopt == 't')
+				return usage_error("option '%s' needs an "
+						   "argument",
+						   argv[optind - 1]);
+			return usage_error("unknown option '%s'",
+					   argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return usage_error("%sexpected a command", "");
+	cmd = argv[optind++];
+	if (!strcmp(cmd, "list")) {
+		if (optind < argc)
+			return usage_error("list: unexpected argument '%s'",
+					   argv[optind]);
+		return cmd_list();
+	}
+	if (strcmp(cmd, "status") && strcmp(cmd, "watch") &&
+	    strcmp(cmd, "kick") && strcmp(cmd, "pause") &&
+	    strcmp(cmd, "resume"))
+		return usage_error("unknown command '%s'", cmd);
+	if (optind >= argc)
+		return usage_error("%s: expected a VM name or socket path",
+				   cmd);
+	if (optind + 1 < argc)
+		return usage_error("unexpected argument '%s'",
+				   argv[optind + 1]);
+	if (!*argv[optind])
+		return usage_error("%s: empty VM name", cmd);
+	if (!strcmp(cmd, "status"))
+		return cmd_status(argv[optind]);
+	if (!strcmp(cmd, "watch"))
+		return cmd_watch(argv[optind]);
+	return cmd_simple(argv[optind], cmd);
+}
