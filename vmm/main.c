@@ -21,13 +21,11 @@
 #include "base/housekeeping.h"
 #include "base/time.h"
 #include "export/export.h"
-#include "hooks.h" /* TEMP until the hooks reader lands */
 #include "idle/idle.h"
 #include "machine/devices/devices.h"
 #include "machine/pause.h"
 #include "machine/vm.h"
-
-#define DEFAULT_HOOKS_DIR "/etc/sysidle/hooks" /* TEMP */
+#include "hookrun.h" /* DEFAULT_HOOKS_DIR, --hook-timeout */
 
 /* Everything the command line says, for each layer. */
 struct vm_options {

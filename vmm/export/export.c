@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The export thread: a reader of the one event queue (base/event.h). It
- * passes each event to the control socket's watchers and each state change
- * to the hooks, and rewrites the metrics file at each batch of
+ * passes each event to the control socket's watchers, and rewrites the
+ * metrics file at each batch of
  * changes (unless, in full idle, the file already shows them) and at most
  * once a second while the VM is not fully idle (no periodic wake-up once it
  * is). It only polls: a slow client, a full disk or a hung hook delays
@@ -20,7 +20,7 @@
 #include <sysidle/sysidle.h>
 
 #include "export/export.h"
-#include "hooks.h" /* TEMP until the hooks reader lands */
+#include "export/hooks.h"
 #include "idle/idle.h"
 
 #define EXPORT_BATCH 256 /* events read at a time */
@@ -54,11 +54,9 @@ static struct {
 	int stop_fd, timer_fd;
 	struct event_reader events;
 	struct vm_status *st;
-	bool hooks;
 
 	/* export thread only */
 	int state;
-	uint64_t noted_ns; /* when the current full idle period began */
 	enum metrics_timer timer_mode;
 	bool settle;               /* the last snapshot in full idle was not */
 	unsigned int settle_tries; /* settle rewrites in this full idle period */
@@ -151,23 +149,6 @@ static void export_metrics_timer(void)
 		ex.timer_mode = want;
 }
 
-/* The VM as its hooks see it: set by export_start, then read-only. */
-static struct hook_domain hook_vm;
-
-static void export_hook_event(const struct vm_event *ev)
-{
-	char ms[32];
-
-	if (!ex.hooks)
-		return;
-	if (ev->to == SYSIDLE_FULL_NOTED) {
-		hooks_post(&hook_vm, "idle", "begin", NULL, ev->to, ev->unix_ms);
-	} else if (ev->from == SYSIDLE_FULL_NOTED) {
-		snprintf(ms, sizeof(ms), "%" PRIu64, ev->full_idle_ns / 1000000u);
-		hooks_post(&hook_vm, "idle", "end", ms, ev->to, ev->unix_ms);
-	}
-}
-
 /* Export thread: take what the queue holds and pass it on. Returns true
  * when it held any change. */
 static bool export_drain(void)
@@ -182,10 +163,7 @@ static bool export_drain(void)
 			control_broadcast(&evs[i]);
 			if (evs[i].kind != VM_EV_STATE)
 				continue; /* a pause or a resume: watchers only */
-			export_hook_event(&evs[i]);
 			ex.state = evs[i].to;
-			if (evs[i].to == SYSIDLE_FULL_NOTED)
-				ex.noted_ns = evs[i].mono_ns;
 		}
 		any |= n > 0;
 	} while (n == EXPORT_BATCH);
@@ -253,15 +231,8 @@ int export_start(struct vm *vm, const struct export_config *o)
 		return vmm_fail(VMM_EXIT_KVM, "export: out of memory");
 	if (control_open(vm, o))
 		return -1;
-	hook_vm = (struct hook_domain){ vm_name(), vm_uuid(), vm->ncpus };
-	if (hooks_start(&(struct hooks_config){ .dir = o->hooks_dir,
-			.timeout_ns = o->hook_timeout_ns,
-			.thread_name = "vmm-hooks", .warn = vmm_warn }) < 0)
-		return vmm_fail(VMM_EXIT_KVM, "cannot start the hooks thread: "
-				"%s", strerror(errno));
-	ex.hooks = true;
-	hooks_post(&hook_vm, "started", "begin", NULL, SYSIDLE_NOT,
-		   mono_to_unix_ms(now_ns()));
+	if (hooks_start(vm, o))
+		return -1;
 	ex.stop_fd = eventfd(0, EFD_CLOEXEC);
 	ex.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (event_reader_open(&ex.events) || ex.stop_fd < 0 || ex.timer_fd < 0)
@@ -287,25 +258,10 @@ void export_stop(void)
 			vmm_warn("cannot stop the export thread");
 		pthread_join(ex.thread, NULL);
 		ex.started = false;
-		export_drain(); /* the last changes: to the hooks (and the
-				 * metrics file, written below) */
+		export_drain(); /* the last changes: for the metrics file,
+				 * written below */
 	}
-	if (ex.hooks) {
-		uint64_t now = now_ns();
-
-		/* Stopping ends a full idle period: every "idle begin" gets
-		 * its "idle end" before "stopped end". */
-		if (ex.state == SYSIDLE_FULL_NOTED)
-			export_hook_event(&(struct vm_event){
-				.from = SYSIDLE_FULL_NOTED, .to = SYSIDLE_NOT,
-				.cpu = -1, .mono_ns = now,
-				.unix_ms = mono_to_unix_ms(now),
-				.full_idle_ns = now - ex.noted_ns });
-		hooks_post(&hook_vm, "stopped", "end", NULL, SYSIDLE_NOT,
-			   mono_to_unix_ms(now));
-		hooks_stop();
-		ex.hooks = false;
-	}
+	hooks_stop(); /* the last hooks: "idle end" if due, "stopped" */
 	control_close();
 	if (ex.st && ex.cfg->metrics_file)
 		export_metrics(true);

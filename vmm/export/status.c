@@ -16,9 +16,8 @@
 #include <sysidle/sysidle.h>
 
 #include "base/housekeeping.h"
-#include "export/control.h"
 #include "export/export.h"
-#include "hooks.h" /* TEMP until the hooks reader lands */
+#include "export/hooks.h"
 #include "idle/idle.h"
 #include "machine/pause.h"
 

@@ -135,8 +135,8 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 		__atomic_store_n(&v->stats.hlt_exits, v->stats.hlt_exits + 1,
 				 __ATOMIC_RELAXED);
 		pthread_mutex_lock(&v->lock);
-		/* --sysidle: even with an event pending this is an idle entry
-		 * and exit (the timekeeper's tick-only window ends here). */
+		/* With idle hooks, even with an event pending this is an
+		 * idle entry and exit (a tick-only window ends here). */
 		if (!vcpu_has_wake_event(v) || v->vm->idle)
 			next = VCPU_HALTED;
 		pthread_mutex_unlock(&v->lock);
@@ -173,9 +173,9 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 /*
  * @v's thread, v->lock held, a pause pending: park (RUNNING or HALTED ->
  * PAUSED; WAIT_SIPI stays) until the VM resumes or stops, then go back to
- * the state it was in; v->lock is held again on return. For --sysidle a
- * parked vCPU is idle: HALTED and WAIT_SIPI already are, a RUNNING one
- * enters idle here and leaves it as it comes back. An event already
+ * the state it was in; v->lock is held again on return. For the idle
+ * hooks a parked vCPU is idle: HALTED and WAIT_SIPI already are, a RUNNING
+ * one enters idle here and leaves it as it comes back. An event already
  * pending that would wake or interrupt the vCPU now (posted before the
  * pause was asked) resumes the VM once it is parked, as one posted during
  * the pause does.
@@ -191,7 +191,7 @@ static void vcpu_park(struct vcpu *v)
 		pause_wake((enum pause_reason)v->wake_reason);
 	if (from == VCPU_RUNNING && idle) {
 		idle->run_done(v, true);
-		idle->halt(v, true); /* never a tick-only window */
+		idle->halt(v, true); /* plain: parked, not in HLT */
 	}
 	if (from != VCPU_WAIT_SIPI)
 		v->state = VCPU_PAUSED;
@@ -276,7 +276,7 @@ static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 	v->state = VCPU_HALTED;
 	v->wake_posted_ns = 0;
 	if (idle)
-		idle->halt(v, false); /* --sysidle: sysidle_enter */
+		idle->halt(v, false);
 	for (;;) {
 		while (!vcpu_has_wake_event(v) && !vm_stopping() &&
 		       !pause_pending())
@@ -286,7 +286,7 @@ static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 		vcpu_park(v); /* HALTED -> PAUSED -> HALTED, idle throughout */
 	}
 	if (idle)
-		kick = idle->wake(v, false); /* --sysidle: sysidle_exit */
+		kick = idle->wake(v, false);
 	v->state = VCPU_RUNNING;
 	posted = v->wake_posted_ns;
 	pthread_mutex_unlock(&v->lock);

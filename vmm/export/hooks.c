@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The hooks thread: its own reader of the event queue (so that a slow hook
+ * delays nothing but the hooks), running each hook through the shared
+ * runner (common/hookrun.h), one at a time. What it read while a hook ran
+ * is coalesced (hooks.h): only the latest full-idle edge of a batch can
+ * run, and not when it repeats the last idle hook run. hooks_dropped
+ * counts the edges not run, and the events this reader lost (it fell more
+ * than EVENT_QUEUE behind).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <sysidle/sysidle.h>
+
+#include "base/event.h"
+#include "export/hooks.h"
+#include "hookrun.h"
+
+#define HOOKS_BATCH 256 /* events read at a time */
+
+static struct {
+	struct hookrun_config cfg;
+	struct hook_domain dom;
+	struct event_reader events;
+	pthread_t thread;
+	bool started;
+	int stop_fd;
+
+	pthread_mutex_t lock; /* the counters, for hooks_counts */
+	uint64_t run, failed, dropped;
+
+	/* hooks thread only */
+	bool begun;         /* the last idle hook run was "idle begin" */
+	uint64_t noted_ns;  /* when the VM became FULL_NOTED */
+	uint64_t periods;   /* FULL_NOTED reached */
+} hk = { .lock = PTHREAD_MUTEX_INITIALIZER, .stop_fd = -1,
+	 .events = { .fd = -1, .slot = -1 } };
+
+/* Hooks thread: the hooks of one event, with the document of @state. */
+static void hooks_run(const char *op, const char *subop, const char *extra,
+		      int state, uint64_t since_unix_ms)
+{
+	struct sysidle_doc doc = {
+		.state = (enum sysidle_state)state,
+		.since_unix_ms = since_unix_ms,
+		.full_idle_periods = hk.periods,
+		.vcpus = hk.dom.ncpus,
+	};
+	uint64_t run = 0, failed = 0;
+
+	hookrun_event(&hk.cfg, &hk.dom, op, subop, extra, &doc, &run, &failed);
+	pthread_mutex_lock(&hk.lock);
+	hk.run += run;
+	hk.failed += failed;
+	pthread_mutex_unlock(&hk.lock);
+}
+
+static void count_dropped(uint64_t n)
+{
+	pthread_mutex_lock(&hk.lock);
+	hk.dropped += n;
+	pthread_mutex_unlock(&hk.lock);
+}
+
+/* Hooks thread: "idle end" for a full idle period of @idle_ns that ended
+ * into @state at Unix time @unix_ms. */
+static void hooks_idle_end(int state, uint64_t idle_ns, uint64_t unix_ms)
+{
+	char ms[32];
+
+	snprintf(ms, sizeof(ms), "%" PRIu64, idle_ns / 1000000u);
+	hk.begun = false;
+	hooks_run("idle", "end", ms, state, unix_ms);
+}
+
+/* Hooks thread: read what the queue holds; run the latest full-idle edge
+ * of it, unless it repeats the last idle hook. */
+static void hooks_drain(void)
+{
+	static struct vm_event evs[HOOKS_BATCH];
+	const struct vm_event *last = NULL;
+	struct vm_event edge;
+	uint64_t edges = 0, lost = hk.events.lost;
+	unsigned int n;
+
+	do {
+		n = event_read(&hk.events, evs, HOOKS_BATCH);
+		for (unsigned int i = 0; i < n; i++) {
+			const struct vm_event *ev = &evs[i];
+
+			if (ev->kind != VM_EV_STATE)
+				continue;
+			if (ev->to == SYSIDLE_FULL_NOTED) {
+				hk.noted_ns = ev->mono_ns;
+				hk.periods++;
+			} else if (ev->from != SYSIDLE_FULL_NOTED) {
+				continue; /* not an edge of full idle */
+			}
+			edges++;
+			edge = *ev;
+			last = &edge;
+		}
+	} while (n == HOOKS_BATCH);
+	lost = hk.events.lost - lost; /* only this thread changes it */
+	if (!last) {
+		if (lost)
+			count_dropped(lost);
+		return;
+	}
+	if ((last->to == SYSIDLE_FULL_NOTED) == hk.begun) {
+		count_dropped(lost + edges); /* the hooks already say so */
+		return;
+	}
+	count_dropped(lost + edges - 1);
+	if (last->to == SYSIDLE_FULL_NOTED) {
+		hk.begun = true;
+		hooks_run("idle", "begin", NULL, last->to, last->unix_ms);
+	} else {
+		hooks_idle_end(last->to, last->full_idle_ns, last->unix_ms);
+	}
+}
+
+static void *hooks_thread(void *arg)
+{
+	struct pollfd fds[2] = {
+		{ .fd = hk.stop_fd, .events = POLLIN },
+		{ .fd = hk.events.fd, .events = POLLIN },
+	};
+	uint64_t now;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "vmm-hooks");
+	hooks_run("started", "begin", NULL, SYSIDLE_NOT,
+		  mono_to_unix_ms(now_ns()));
+	for (;;) {
+		if (poll(fds, 2, -1) < 0 && errno != EINTR) {
+			vmm_warn("hooks thread: poll: %s", strerror(errno));
+			break;
+		}
+		if (fds[1].revents)
+			hooks_drain();
+		if (fds[0].revents)
+			break;
+	}
+	/* Stopping: the last changes, then every "idle begin" gets its
+	 * "idle end" before "stopped end". */
+	hooks_drain();
+	now = now_ns();
+	if (hk.begun)
+		hooks_idle_end(SYSIDLE_NOT, now > hk.noted_ns ?
+			       now - hk.noted_ns : 0, mono_to_unix_ms(now));
+	hooks_run("stopped", "end", NULL, SYSIDLE_NOT, mono_to_unix_ms(now));
+	return NULL;
+}
+
+int hooks_start(struct vm *vm, const struct export_config *o)
+{
+	char *dir = hookrun_resolve_dir(o->hooks_dir, vmm_warn);
+	int err;
+
+	if (!dir)
+		return 0;
+	hk.cfg = (struct hookrun_config){ .dir = dir,
+		.timeout_ns = o->hook_timeout_ns, .warn = vmm_warn };
+	hk.dom = (struct hook_domain){ vm_name(), vm_uuid(), vm->ncpus };
+	hk.stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (hk.stop_fd < 0 || event_reader_open(&hk.events) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "cannot start the hooks thread: "
+				"%s", strerror(errno));
+	err = pthread_create(&hk.thread, NULL, hooks_thread, NULL);
+	if (err)
+		return vmm_fail(VMM_EXIT_KVM, "cannot start the hooks thread: "
+				"%s", strerror(err));
+	hk.started = true;
+	return 0;
+}
+
+void hooks_stop(void)
+{
+	uint64_t one = 1;
+
+	if (hk.started) {
+		if (write(hk.stop_fd, &one, sizeof(one)) < 0)
+			vmm_warn("cannot stop the hooks thread");
+		pthread_join(hk.thread, NULL);
+		hk.started = false;
+	}
+	event_reader_close(&hk.events);
+	if (hk.stop_fd >= 0)
+		close(hk.stop_fd);
+	hk.stop_fd = -1;
+	free((char *)hk.cfg.dir);
+	hk.cfg.dir = NULL;
+}
+
+void hooks_counts(uint64_t *run, uint64_t *failed, uint64_t *dropped)
+{
+	pthread_mutex_lock(&hk.lock);
+	*run = hk.run;
+	*failed = hk.failed;
+	*dropped = hk.dropped;
+	pthread_mutex_unlock(&hk.lock);
+}
