@@ -553,12 +553,18 @@ def write_tree(root, files):
 
 def run_checker(root):
     p = subprocess.run([sys.executable, os.path.abspath(__file__), root],
-                       stdout=subprocess.PIPE, universal_newlines=True)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
     found = set()
     for line in p.stdout.splitlines():
         m = VIOLATION.match(line)
         if m:
             found.add((m.group(1), int(m.group(2))))
+    # stderr repeats the violations, nothing else
+    if sorted(p.stderr.splitlines()) != sorted(
+            line[2:] for line in p.stdout.splitlines()
+            if VIOLATION.match(line)):
+        found.add(('<stderr differs from the TAP violations>', 0))
     return p.returncode, p.stdout, found
 
 
