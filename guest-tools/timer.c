@@ -28,7 +28,8 @@ static void cal_sample(u64 *tsc, u32 *ccr)
 		u32 c = apic_read(APIC_REG_TIMER_CCR);
 		u64 t2 = rdtsc();
 
-		if (t2 - t1 < best) {
+		/* i == 0: the first try always counts, so *tsc and *ccr are set */
+		if (i == 0 || t2 - t1 < best) {
 			best = t2 - t1;
 			*tsc = t1 + (t2 - t1) / 2;
 			*ccr = c;
