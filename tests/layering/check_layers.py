@@ -82,13 +82,14 @@ INCLUDE_FAMILIES = (
     ('idle/ includes only base/, machine/, idle/', ('idle',)),
     ('export/ includes only base/, machine/, idle/, export/, common/',
      ('export',)),
-    ('vmm/main.c (and vmm/ files not yet in a layer) include only vmm/, common/',
+    ('vmm/main.c (and any vmm/ file in no layer) include only vmm/, common/',
      ('main', 'vmm')),
     ('common/ includes no vmm/, tools/', ('common',)),
     ('tools/ includes no vmm/', ('tools',)),
     ('include/ and sysidle/ include no vmm/, tools/, common/',
      ('include', 'sysidle')),
 )
+PLACED = 'vmm/: every file but main.c is in a layer folder'
 MESON_TOOLS = 'meson: a target with tools/ sources lists no vmm/ source'
 MESON_COMMON = 'meson: a common/ library lists no vmm/ or tools/ source'
 
@@ -106,7 +107,7 @@ def layer_of(rel):
 
 
 def describe(layer):
-    return 'vmm/ (no layer yet)' if layer == 'vmm' else layer
+    return 'vmm/ (no layer)' if layer == 'vmm' else layer
 
 
 def inside(root, path):
@@ -425,11 +426,12 @@ def run(root):
 
     unplaced = sorted({f for f in (inside(root, p) for p in source_files(root))
                        if layer_of(f) == 'vmm'})
+    # A reader knows what a file may touch from the folder it sits in.
+    results.append((PLACED, [(f, 1, 'not in base/, machine/, idle/ or '
+                              'export/ (only main.c sits at the top)')
+                             for f in unplaced]))
     print('TAP version 13')
     print('1..%d' % len(results))
-    if unplaced:
-        print('# %d file(s) under vmm/ not yet in a layer (held to main.c\'s '
-              'rule), e.g. %s' % (len(unplaced), unplaced[0]))
     failed = 0
     for n, (name, violations) in enumerate(results, 1):
         if violations:
@@ -491,11 +493,9 @@ executable('bridge', bridge_srcs)
     'vmm/export/metrics.h': '#pragma once\n#include "idle/pvtick.h"\n',
     'vmm/export/control.c': ('#include "metrics.h"\n#include "proto.h"\n'
                              '#include "machine/kvm.h"\n'),
-    'vmm/x.h': '#pragma once\n',
-    'vmm/x.c': '#include "x.h"\n',
     'vmm/main.c': ('#include "base/event.h"\n#include "machine/kvm.h"\n'
                    '#include "idle/pvtick.h"\n#include "export/metrics.h"\n'
-                   '#include "x.h"\n#include "proto.h"\n'),
+                   '#include "proto.h"\n'),
     'tools/ctl.c': '#include "proto.h"\n#include "sysidle/sysidle.h"\n',
     'tools/bridge/bridge.c': '#include "publish.h"\n',
     'tools/bridge/publish.h': '#pragma once\n#include <stdbool.h>\n',
@@ -512,6 +512,9 @@ BAD_FILES = {
     # idle including export
     'vmm/idle/wire.c': ('#include "pvtick.h"\n#include "../export/metrics.h"\n',
                         [2]),
+    # files at the top of vmm/ beside main.c: in no layer
+    'vmm/x.h': ('#pragma once\n', [1]),
+    'vmm/x.c': ('#include "x.h"\n', [1]),
     # tools including vmm by climbing out
     'tools/bridge/hooks.h': ('#pragma once\n/* the VMM\'s hooks */\n'
                              '#include "../../vmm/x.h"\n', [3]),
@@ -596,7 +599,7 @@ def self_test():
               'missing: %s' % missing)
         check(not extra, 'nothing else is reported', 'extra: %s' % extra)
         for family in ('base/', 'machine/', 'idle/', 'common/', 'tools/',
-                       'include/', MESON_TOOLS, MESON_COMMON):
+                       'include/', MESON_TOOLS, MESON_COMMON, PLACED):
             check(re.search(r'^not ok \d+ - %s' % re.escape(family), out,
                             re.M) is not None,
                   'rule family "%s" fails' % family)
@@ -604,10 +607,10 @@ def self_test():
             check(re.search(r'^ok \d+ - %s' % re.escape(family), out,
                             re.M) is not None,
                   'rule family "%s" passes' % family)
-        check(re.search(r'^# 2 passed, 8 failed$', out, re.M) is not None,
+        check(re.search(r'^# 2 passed, 9 failed$', out, re.M) is not None,
               'the summary counts the families')
         check("tools/bridge/hooks.h:3: layer tools includes vmm/x.h "
-              "(layer vmm/ (no layer yet))" in out,
+              "(layer vmm/ (no layer))" in out,
               'a violation names file, line, both layers')
 
         print('TAP version 13')
