@@ -132,7 +132,7 @@ static void list_one(struct row *r, const char *ent)
 	n = json_object_array_length(a);
 	for (size_t i = 0; i < n; i++) {
 		json_object *v = ctl_member(json_object_array_get_idx(a, i),
-					"idle", json_type_boolean);
+					    "idle", json_type_boolean);
 
 		idle += v && json_object_get_boolean(v);
 	}
@@ -334,7 +334,8 @@ int cmd_watch(const char *name)
 		e = ctl_number(r, "since_unix_ms");
 		fmt_clock(e ? json_object_get_int64(e) : -1, clk, sizeof(clk));
 		e = ctl_member(r, "paused", json_type_boolean);
-		printf("%s %s (current state%s)\n", clk, ctl_str_or(r, "state", "?"),
+		printf("%s %s (current state%s)\n", clk,
+		       ctl_str_or(r, "state", "?"),
 		       e && json_object_get_boolean(e) ? ", paused" : "");
 	}
 	json_object_put(r);

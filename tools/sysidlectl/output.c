@@ -146,7 +146,8 @@ void print_event(json_object *e)
 		printf("%s %s", clk, ev);
 		v = ctl_number(e, "paused_ms");
 		if (!strcmp(ev, "resumed"))
-			printf(" by %s after %s ms", ctl_str_or(e, "reason", "?"),
+			printf(" by %s after %s ms",
+			       ctl_str_or(e, "reason", "?"),
 			       v ? json_object_get_string(v) : "?");
 		putchar('\n');
 		return;
