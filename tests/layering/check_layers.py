@@ -236,11 +236,12 @@ class MesonFile:
             i += 1
         return len(self.code)
 
-    def statement_end(self, start):
-        """End of the expression that starts at start: the end of the line
-        once all brackets are closed."""
+    def top_level(self, start, end=None):
+        """(index, character) of code[start:end] outside strings and
+        brackets (a bracketed group is skipped whole)."""
+        end = len(self.code) if end is None else end
         i = start
-        while i < len(self.code):
+        while i < end:
             m = STRING.match(self.code, i)
             if m:
                 i = m.end()
@@ -249,9 +250,15 @@ class MesonFile:
             if c in '([{':
                 i = self.balanced(i)
                 continue
+            yield i, c
+            i += 1
+
+    def statement_end(self, start):
+        """End of the expression that starts at start: the end of the line
+        once all brackets are closed."""
+        for i, c in self.top_level(start):
             if c == '\n':
                 return i
-            i += 1
         return len(self.code)
 
 
@@ -302,20 +309,11 @@ def expression_items(mf, start, end):
 def split_args(mf, start, end):
     """[(start, end)] of the comma-separated arguments in code[start:end]."""
     args = []
-    i = a = start
-    while i < end:
-        m = STRING.match(mf.code, i)
-        if m:
-            i = m.end()
-            continue
-        c = mf.code[i]
-        if c in '([{':
-            i = mf.balanced(i)
-            continue
+    a = start
+    for i, c in mf.top_level(start, end):
         if c == ',':
             args.append((a, i))
             a = i + 1
-        i += 1
     if mf.code[a:end].strip():
         args.append((a, end))
     return args
