@@ -66,8 +66,7 @@ static struct {
 
 uint64_t export_events_dropped(void)
 {
-	return ex.started || ex.events.slot >= 0 ?
-	       event_reader_lost(&ex.events) : 0;
+	return event_reader_lost(&ex.events);
 }
 
 static bool all_halted(const struct vm_status *st)
