@@ -3,7 +3,9 @@
 and QEMU with the in-kernel and the userspace APIC, side by side.
 
 Boots the same image, idle.elf (all CPUs halt; CPU 0 keeps a periodic tick
-at hz=), under four setups, interleaved in one run:
+at hz=: the pv tick where the VMM offers it, or with --tick lapic the
+guest's own periodic LAPIC timer, as a guest that never heard of the pv
+tick keeps it), under four setups, interleaved in one run:
 
   vmm               this VMM
   vmm-sysidle       this VMM with --sysidle
@@ -124,6 +126,11 @@ def main():
                     help="seconds after boot before the window (2)")
     ap.add_argument("--timeout", type=float, default=60,
                     help="seconds to wait for boot (60)")
+    ap.add_argument("--tick", default="default",
+                    help="the guest's tick, comma-separated: default (the pv "
+                    "tick where the VMM offers it), lapic (a guest that never "
+                    "heard of the pv tick: its own periodic LAPIC timer), or "
+                    "both (default)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     try:
@@ -136,52 +143,71 @@ def main():
         sys.exit(f"idle-cost: {image} not found: build first")
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         sys.exit("idle-cost: /dev/kvm is not usable here")
+    ticks = args.tick.split(",")
+    if not set(ticks) <= {"default", "lapic"}:
+        ap.error("--tick takes default and/or lapic")
     runs = setups(args.build, image, args.setups.split(","))
     rows = []
-    for hz in hzs:
-        for n in cpus:
-            for name, cmd in runs.items():
-                res, note = measure(cmd(n, f"hz={hz}"), args.timeout,
-                                    args.settle, args.window)
-                row = {"setup": name, "hz": hz, "cpus": n, "status": note,
-                       "cpu_s": res and res["cpu_s"],
-                       "ctxt_per_s": res and res["ctxt_per_s"]}
-                rows.append(row)
-                print(f"# {name:17s} hz={hz:<5d} cpus={n:<2d} {note:5s} "
-                      f"cpu={row['cpu_s']} s ctxt/s={row['ctxt_per_s']}",
-                      file=sys.stderr, flush=True)
+    for tick in ticks:
+        for hz in hzs:
+            for n in cpus:
+                for name, cmd in runs.items():
+                    app = f"hz={hz}" + (" tick=lapic" if tick == "lapic" else "")
+                    res, note = measure(cmd(n, app), args.timeout,
+                                        args.settle, args.window)
+                    row = {"setup": name if tick == "default" else
+                           name + " tick=lapic", "hz": hz, "cpus": n,
+                           "status": note, "cpu_s": res and res["cpu_s"],
+                           "ctxt_per_s": res and res["ctxt_per_s"]}
+                    rows.append(row)
+                    print(f"# {row['setup']:28s} hz={hz:<5d} cpus={n:<2d} "
+                          f"{note:5s} cpu={row['cpu_s']} s "
+                          f"ctxt/s={row['ctxt_per_s']}",
+                          file=sys.stderr, flush=True)
     if args.json:
         for r in rows:
             print(json.dumps(r))
         return 0
-    print(f"{'hz':>5s} {'cpus':>4s} {'setup':17s} {'cpu s':>7s} "
-          f"{'ctxt/s':>8s} {'vs sysidle':>10s}")
-    for hz in hzs:
-        for n in cpus:
-            base = next((r["ctxt_per_s"] for r in rows if r["hz"] == hz and
-                         r["cpus"] == n and r["setup"] == "vmm-sysidle"),
-                        None)
-            for r in rows:
-                if r["hz"] != hz or r["cpus"] != n:
-                    continue
-                if r["status"] != "ok":
-                    print(f"{hz:5d} {n:4d} {r['setup']:17s} "
-                          f"{r['status']:>7s}")
-                    continue
-                if base is None:
-                    ratio = "-"  # no --sysidle run to compare with
-                elif base == 0:
-                    ratio = "inf" if r["ctxt_per_s"] else "1x"
-                else:
-                    ratio = f"{r['ctxt_per_s'] / base:.0f}x"
-                print(f"{hz:5d} {n:4d} {r['setup']:17s} {r['cpu_s']:7.3f} "
-                      f"{r['ctxt_per_s']:8.1f} {ratio:>10s}")
+    print(f"{'hz':>5s} {'cpus':>4s} {'setup':28s} {'cpu s':>7s} "
+          f"{'ctxt/s':>8s} {'vs sysidle':>10s} {'vs vmm':>7s}")
+
+    def same(r, hz, n, setup):
+        return next((x for x in rows if x["hz"] == hz and x["cpus"] == n and
+                     x["setup"] == setup and x["status"] == "ok"), None)
+
+    def ratio(v, base):
+        if base is None:
+            return "-"  # nothing to compare with
+        if base == 0:
+            return "inf" if v else "1x"
+        return f"{v / base:.2f}x"
+
+    for tick in ticks:
+        suffix = "" if tick == "default" else " tick=lapic"
+        for hz in hzs:
+            for n in cpus:
+                sysidle = same(None, hz, n, "vmm-sysidle" + suffix)
+                plain = same(None, hz, n, "vmm" + suffix)
+                for r in rows:
+                    if (r["hz"] != hz or r["cpus"] != n or
+                            not r["setup"].endswith(suffix) or
+                            (not suffix and "tick=" in r["setup"])):
+                        continue
+                    if r["status"] != "ok":
+                        print(f"{hz:5d} {n:4d} {r['setup']:28s} "
+                              f"{r['status']:>7s}")
+                        continue
+                    print(f"{hz:5d} {n:4d} {r['setup']:28s} "
+                          f"{r['cpu_s']:7.3f} {r['ctxt_per_s']:8.1f} "
+                          f"{ratio(r['ctxt_per_s'], sysidle and sysidle['ctxt_per_s']):>10s} "
+                          f"{ratio(r['ctxt_per_s'], plain and plain['ctxt_per_s']):>7s}")
     ok = [r for r in rows if r["status"] == "ok"]
-    for name in runs:
+    for name in sorted({r["setup"] for r in ok}):
         vals = [r["ctxt_per_s"] for r in ok if r["setup"] == name]
-        if vals:
-            print(f"# {name}: median {statistics.median(vals):.1f} "
-                  f"context switches/s over {len(vals)} runs")
+        cpu = [r["cpu_s"] for r in ok if r["setup"] == name]
+        print(f"# {name}: median {statistics.median(vals):.1f} context "
+              f"switches/s, {statistics.median(cpu):.3f} CPU s, over "
+              f"{len(vals)} runs")
     return 0
 
 

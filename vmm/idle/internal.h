@@ -71,7 +71,8 @@ struct idle_layer {
 
 	/* Written by the timekeeper vCPU thread, read by housekeeping. */
 	_Atomic uint64_t tk_state;
-	_Atomic uint64_t tk_period; /* its pv tick period, for the window */
+	_Atomic uint64_t tk_period; /* its tick's period, for the window */
+	uint8_t tk_vector;          /* its tick's vector (timekeeper only) */
 	atomic_bool force_req;
 
 	/* Housekeeping thread only (the transition callbacks that touch them
@@ -111,6 +112,7 @@ bool idle_suppress_tick(const struct vcpu *v);
 
 /* timekeeper.c: the rule "a wake-up that only took its tick keeps the
  * timekeeper idle". */
+bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period);
 bool tk_busy(uint64_t tk, uint64_t now);
 bool tk_set_busy(void);
 void tk_halt(struct vcpu *v, bool plain, uint64_t now);

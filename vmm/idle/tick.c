@@ -65,17 +65,24 @@ static void hk_unpin(void)
  * deadlines fall half-way between its ticks: the timekeeper has taken its
  * tick and is back in HLT by then, so the check does not race with its
  * tick-only wake-ups (a tick fired in the same round would wake it just as
- * the tick is stopped). Without a pv tick: 250 Hz, on @prev's phase.
+ * the tick is stopped). With the guest's periodic LAPIC tick instead: the
+ * same, on the smallest multiple of its period of at least 4 ms. Without
+ * either: 250 Hz, on @prev's phase.
  */
 static void idle_tick_arm(uint64_t prev, uint64_t now)
 {
 	struct vcpu *t = &idle.vm->vcpus[idle.tk];
-	uint64_t p = HK_TICK_DEFAULT_NS, phase = prev, next;
+	uint64_t p = HK_TICK_DEFAULT_NS, phase = prev, next, lp;
+	uint8_t vector;
 
 	pthread_mutex_lock(&t->lock);
 	if (pvtick_of(t)->hz) {
 		p = pvtick_of(t)->period_ns;
 		phase = pvtick_of(t)->epoch_ns + p / 2;
+	} else if (tk_tick(t, &vector, &lp)) {
+		/* the guest's LAPIC tick: the same grid, at most 250 Hz */
+		p = lp * ((HK_TICK_DEFAULT_NS + lp - 1) / lp);
+		phase = t->lapic.timer_start_ns + lp / 2;
 	}
 	pthread_mutex_unlock(&t->lock);
 	idle.tick_period = p;

@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The timekeeper vCPU (vCPU 0, --timekeeper N) and its tick. Its state for
- * the rule "a wake-up that only took its tick keeps it idle" is one atomic,
- * tk_state, written by the timekeeper's own thread: TK_HALTED, TK_BUSY, or
- * the start time of a tick-only window. A wake-up with only the pv tick
- * vector pending opens a window; the window closes at the next HLT if that
- * comes within one tick period and nothing but the tick's own exits (EOI,
- * the MISSED read, interrupt-window and signal exits) happened and no other
- * vector was injected. Anything else makes it TK_BUSY. The library is never
+ * The timekeeper vCPU (vCPU 0, --timekeeper N) and its tick: its pv tick
+ * when that runs, else the guest's own periodic LAPIC timer (tk_tick), so
+ * that a guest that never heard of the pv tick keeps its timekeeper idle
+ * too. Its state for the rule "a wake-up that only took its tick keeps it
+ * idle" is one atomic, tk_state, written by the timekeeper's own thread:
+ * TK_HALTED, TK_BUSY, or the start time of a tick-only window. A wake-up
+ * with only the tick's vector pending opens a window; the window closes at
+ * the next HLT if that comes within one tick period and nothing but the
+ * tick's own exits (EOI, the MISSED read, interrupt-window and signal
+ * exits) happened and no other vector was injected. Anything else, and a
+ * window still open after a period, makes it TK_BUSY. A LAPIC tick keeps
+ * firing in full idle (it is the guest's own timer: honoured), so its
+ * windows are aged by the timekeeper's own exits too, not only by the
+ * housekeeping tick, which is stopped then. The library is never
  * called from the vCPU thread for this: the timekeeper side alone calls
  * sysidle_force_exit, on the housekeeping thread (tick.c), when (a) the
  * timekeeper thread asked for it (force_req + kick: it turned TK_BUSY while
@@ -15,6 +21,7 @@
  * timekeeper busy or its window older than a period.
  */
 #include "base/housekeeping.h"
+#include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
 
@@ -42,11 +49,36 @@ bool tk_set_busy(void)
 	return true;
 }
 
+/*
+ * The timekeeper's tick, @v's lock held: its vector and period. The pv tick
+ * when it is on (none while it is suspended: a tick pending then fired just
+ * before idle_stop, and nothing would age its window), else the guest's
+ * periodic LAPIC timer when it is unmasked. False: no tick.
+ */
+bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period)
+{
+	const struct pvtick *t = pvtick_of(v);
+	const struct lapic *l = &v->lapic;
+
+	if (t->hz) {
+		*vector = t->vector;
+		*period = t->period_ns;
+		return !t->suppressed;
+	}
+	if (!l->timer_period_ns || (l->lvt[0] & APIC_LVT_MASKED))
+		return false;
+	*vector = (uint8_t)l->lvt[0];
+	*period = l->timer_period_ns;
+	return true;
+}
+
 /* Timekeeper thread, lock held: it halts (idle_halt). Back in HLT within a
  * period of a tick-only window: still idle since before. */
 void tk_halt(struct vcpu *v, bool plain, uint64_t now)
 {
-	uint64_t period = pvtick_of(v)->period_ns;
+	/* relaxed: written by this thread (tk_wake), like tk_state. */
+	uint64_t period = atomic_load_explicit(&idle.tk_period,
+					       memory_order_relaxed);
 	/* relaxed: only this thread writes tk_state. */
 	uint64_t tk = atomic_load_explicit(&idle.tk_state,
 					   memory_order_relaxed);
@@ -66,18 +98,18 @@ void tk_halt(struct vcpu *v, bool plain, uint64_t now)
  * the housekeeping thread must be kicked. */
 bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
 {
-	struct pvtick *t = pvtick_of(v);
+	uint8_t vector = 0;
+	uint64_t period = 0;
 	bool kick;
-	/* A tick pending while the tick is suspended fired just before
-	 * idle_stop: no window then (nothing would age it). */
-	bool tick_only = !plain && t->hz && !t->suppressed &&
+	bool tick_only = !plain && tk_tick(v, &vector, &period) &&
 			 !v->nmi_pending && !v->init_pending &&
-			 lapic_irr_only(&v->lapic, t->vector);
+			 lapic_irr_only(&v->lapic, vector);
 
 	sysidle_exit(idle.s, v->id); /* never changes the state */
 	if (tick_only) {
+		idle.tk_vector = vector; /* this thread only (tk_inject) */
 		/* relaxed: a setting read by tk_busy(). */
-		atomic_store_explicit(&idle.tk_period, t->period_ns,
+		atomic_store_explicit(&idle.tk_period, period,
 				      memory_order_relaxed);
 		/* seq_cst store: pairs with idle_step()'s loads. */
 		atomic_store(&idle.tk_state, now > TK_BUSY ? now : 2);
@@ -89,16 +121,18 @@ bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
 }
 
 /* Any vCPU thread, before handling an exit: in the timekeeper's tick-only
- * window only the tick's own exits are allowed. */
+ * window only the tick's own exits are allowed, within a period. */
 void tk_exit(struct vcpu *v)
 {
 	struct kvm_run *r = v->run;
+	uint64_t tk;
 	bool ok;
 
+	if ((int)v->id != idle.tk)
+		return;
 	/* relaxed: only this thread writes tk_state. */
-	if ((int)v->id != idle.tk ||
-	    atomic_load_explicit(&idle.tk_state, memory_order_relaxed) <=
-	    TK_BUSY)
+	tk = atomic_load_explicit(&idle.tk_state, memory_order_relaxed);
+	if (tk <= TK_BUSY)
 		return;
 	switch (r->exit_reason) {
 	case KVM_EXIT_HLT:
@@ -119,6 +153,10 @@ void tk_exit(struct vcpu *v)
 	default:
 		ok = false;
 	}
+	/* relaxed: written by this thread (tk_wake). */
+	if (ok && now_ns() - tk > atomic_load_explicit(&idle.tk_period,
+						       memory_order_relaxed))
+		ok = false; /* its window outlived a period: more than a tick */
 	if (!ok && tk_set_busy())
 		housekeeping_kick();
 }
@@ -132,6 +170,6 @@ void tk_inject(struct vcpu *v, int vector)
 	/* relaxed: only this thread writes tk_state. */
 	if ((int)v->id == idle.tk &&
 	    atomic_load_explicit(&idle.tk_state, memory_order_relaxed) >
-	    TK_BUSY && vector != pvtick_of(v)->vector && tk_set_busy())
+	    TK_BUSY && vector != idle.tk_vector && tk_set_busy())
 		housekeeping_kick();
 }
