@@ -165,7 +165,11 @@ else # tk_handshake.pml
 #          deferred kick's backstop timer), old_stop (idle_stop suspends
 #          every pv tick, no re-check), no_reread and no_force_req (the
 #          injected faults), no_tk_running_restart and no_suppressed_check
-#          (the fix of the tick-only window taken away, one half each)
+#          (the fix of the tick-only window taken away, one half each),
+#          lapic_tick (the timekeeper's tick is the guest's own LAPIC timer:
+#          never suspended, windows aged by the timekeeper's own exits) and
+#          lapic_no_aging (its fault: windows aged by the housekeeping tick
+#          only)
 checks=(
 "pass|correct|noclaim|-|tk handshake: no invalid end state (never blocked with the tick stopped under a timekeeper busy for good or in a tick-only window for good)"
 "pass|correct|safety|stopped_busy_unrequested|tk handshake: safety 'stopped_busy_unrequested' holds (the tick is never left stopped under a busy timekeeper with no force exit or kick pending)"
@@ -196,6 +200,16 @@ checks=(
 "fail|no_tk_running_restart|safety|idle_tk_tick_off|tk handshake, fault NO_TK_RUNNING_RESTART: safety 'idle_tk_tick_off' violated as expected"
 "fail|no_tk_running_restart|liveness|window_stop_ends|tk handshake, fault NO_TK_RUNNING_RESTART: liveness 'window_stop_ends' violated as expected"
 "fail|no_suppressed_check|liveness|window_stop_ends|tk handshake, fault NO_SUPPRESSED_CHECK: liveness 'window_stop_ends' violated as expected"
+"pass|lapic_tick|noclaim|-|tk handshake, the guest's LAPIC tick (LAPIC_TICK): no invalid end state"
+"pass|lapic_tick|safety|stopped_busy_unrequested|tk handshake, the guest's LAPIC tick (LAPIC_TICK): safety 'stopped_busy_unrequested' holds"
+"pass|lapic_tick|safety|idle_end_clean|tk handshake, the guest's LAPIC tick (LAPIC_TICK): safety 'idle_end_clean' holds"
+"pass|lapic_tick|liveness|busy_stop_ends|tk handshake, the guest's LAPIC tick (LAPIC_TICK): liveness 'busy_stop_ends' holds under weak fairness"
+"pass|lapic_tick|liveness|busy_noted_leaves|tk handshake, the guest's LAPIC tick (LAPIC_TICK): liveness 'busy_noted_leaves' holds under weak fairness"
+"pass|lapic_tick|liveness|wake_restarts|tk handshake, the guest's LAPIC tick (LAPIC_TICK): liveness 'wake_restarts' holds under weak fairness"
+"pass|lapic_tick|liveness|window_stop_ends|tk handshake, the guest's LAPIC tick (LAPIC_TICK): liveness 'window_stop_ends' holds under weak fairness (a window opened under the stopped tick ends: aged by the timekeeper's own exit)"
+"fail|lapic_tick|safety|window_never_stopped|tk handshake, the guest's LAPIC tick (LAPIC_TICK, non-vacuity): a tick-only window keeps the VM fully idle, 'window_never_stopped' violated"
+"fail|lapic_tick|safety|idle_tk_tick_off|tk handshake, the guest's LAPIC tick (LAPIC_TICK): the tick stays armed in full idle (honoured, by design), 'idle_tk_tick_off' violated"
+"fail|lapic_no_aging|liveness|window_stop_ends|tk handshake, fault LAPIC_TICK NO_EXIT_AGING: liveness 'window_stop_ends' violated as expected"
 )
 
 # Not asserted: the strict reading of the safety property (idle_stop never
@@ -210,6 +224,7 @@ infos=(
 "no_force_req|liveness|busy_stop_ends"
 "no_tk_running_restart|noclaim|-"
 "no_suppressed_check|noclaim|-"
+"lapic_no_aging|noclaim|-"
 )
 
 variant_defines()
@@ -222,6 +237,8 @@ variant_defines()
 	no_force_req) echo "-DNO_FORCE_REQ" ;;
 	no_tk_running_restart) echo "-DNO_TK_RUNNING_RESTART" ;;
 	no_suppressed_check) echo "-DNO_SUPPRESSED_CHECK" ;;
+	lapic_tick) echo "-DLAPIC_TICK" ;;
+	lapic_no_aging) echo "-DLAPIC_TICK -DNO_EXIT_AGING" ;;
 	*) echo "unknown variant $1" >&2; return 1 ;;
 	esac
 }
@@ -238,6 +255,8 @@ variant_label()
 	no_force_req) echo "fault NO_FORCE_REQ" ;;
 	no_tk_running_restart) echo "fault NO_TK_RUNNING_RESTART (idle_stop keeps the tick stopped under a running timekeeper)" ;;
 	no_suppressed_check) echo "fault NO_SUPPRESSED_CHECK (a tick-only wake under a suspended pv tick opens a window)" ;;
+	lapic_tick) echo "variant LAPIC_TICK (the guest's own LAPIC tick, honoured)" ;;
+	lapic_no_aging) echo "fault LAPIC_TICK NO_EXIT_AGING (windows aged only by the housekeeping tick)" ;;
 	*) echo "$1" ;;
 	esac
 }

@@ -268,7 +268,24 @@
  *                    states);
  *  -DNO_SUPPRESSED_CHECK
  *                    the fix's part (b) taken away (history, 2): breaks
- *                    window_stop_ends (and the end states).
+ *                    window_stop_ends (and the end states);
+ *  -DLAPIC_TICK      the timekeeper's tick is the guest's own periodic
+ *                    LAPIC timer, not the pv tick (tk_tick() in
+ *                    idle/timekeeper.c): honoured, so idle_stop never
+ *                    suspends it and it keeps firing in full idle,
+ *                    opening tick-only windows under a stopped
+ *                    housekeeping tick; a window that outlives a period is
+ *                    ended by the timekeeper's own exit (the next tick's
+ *                    injection) in tk_exit. Every property above holds but
+ *                    idle_tk_tick_off (a pv-tick property: the LAPIC tick
+ *                    stays armed in full idle, by design);
+ *  -DLAPIC_TICK -DNO_EXIT_AGING
+ *                    the fault: windows aged only by the housekeeping
+ *                    tick, as for the pv tick (the code before issue 19's
+ *                    rule, had it taken the LAPIC tick as the tick):
+ *                    breaks window_stop_ends (and the end states): a
+ *                    timekeeper that keeps running after a tick in full
+ *                    idle is never noticed.
  */
 
 /* enum sysidle_state */
@@ -507,9 +524,23 @@ window:
 		atomic { hk_wait != 1 -> tk_lock = 1; tk_run = 0 }
 		tk_set_busy(); tk_kick_now();
 		atomic { tk_state = TK_HALTED; tk_halted_ghost = 1; tk_lock = 0 }
+#ifdef LAPIC_TICK
+	:: /* runs on after its tick for a period: the guest's LAPIC tick
+	    * keeps firing (it is honoured, never suspended), its next
+	    * injection kicks the timekeeper out of KVM_RUN, and tk_exit finds
+	    * the window older than a period: tk_set_busy(),
+	    * housekeeping_kick() (-DNO_EXIT_AGING: windows are aged only by
+	    * the housekeeping tick, as the pv tick's, and it runs for good) */
+#ifdef NO_EXIT_AGING
+		goto window_for_good
+#else
+		tk_tick; tk_set_busy(); tk_kick_now(); goto busy
+#endif
+#else
 	:: /* runs for good taking only its tick (its own exits): the window
 	    * never closes; not a valid end state */
 		goto window_for_good
+#endif
 	fi;
 	goto halted;
 
@@ -639,7 +670,11 @@ inline hk_kick()
  * the pv tick of a vCPU not running suspended, the timekeeper found running
  * noted in tk_running (-DNO_TK_RUNNING_RESTART: not noted, so idle_stop
  * goes on to the re-check as before the fix) */
-#ifdef OLD_STOP
+#ifdef LAPIC_TICK
+/* the guest's own LAPIC tick is honoured: idle_stop leaves it armed */
+#define TK_SUSPEND if :: !tk_run -> skip :: else -> tk_running = 1 fi
+#define O_SUSPEND  if :: !O_RUN -> o_tick = 0 :: else -> skip fi
+#elif defined(OLD_STOP)
 #define TK_SUSPEND tk_tick = 0
 #define O_SUSPEND  o_tick = 0
 #else
