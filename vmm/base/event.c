@@ -25,16 +25,6 @@ void event_post(const struct vm_event *ev)
 	pthread_mutex_unlock(&q.lock);
 }
 
-uint64_t event_count(void)
-{
-	uint64_t n;
-
-	pthread_mutex_lock(&q.lock);
-	n = q.count;
-	pthread_mutex_unlock(&q.lock);
-	return n;
-}
-
 void event_notify(void)
 {
 	int fds[EVENT_READERS];

@@ -43,8 +43,6 @@ struct vm_event {
 void event_post(const struct vm_event *ev);
 /* Any thread: wake every reader that has events it has not read. */
 void event_notify(void);
-/* Events posted so far (a reader at this count is up to date). */
-uint64_t event_count(void);
 
 struct event_reader {
 	uint64_t next; /* the sequence number of the next event to read */

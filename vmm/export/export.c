@@ -9,9 +9,7 @@
  * nothing but itself.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <poll.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>

@@ -18,11 +18,6 @@ bool idle_enabled(void)
 	return idle.enabled;
 }
 
-int idle_timekeeper(void)
-{
-	return idle.tk;
-}
-
 int idle_init(struct vm *vm, const struct idle_config *o)
 {
 	struct sysidle_config cfg;

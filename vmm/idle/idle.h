@@ -27,7 +27,6 @@ struct idle_config {
 int idle_init(struct vm *vm, const struct idle_config *cfg);
 void idle_fini(void);
 bool idle_enabled(void);
-int idle_timekeeper(void);
 /* Any thread: the outside world asks the VM out of full idle (SIGUSR2). */
 void idle_external_kick(void);
 /* Any thread (the control socket's "kick"): the timekeeper takes a tick

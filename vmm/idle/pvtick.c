@@ -49,8 +49,10 @@ static void pvtick_arm(struct vcpu *v)
 
 static void pvtick_disarm(struct vcpu *v)
 {
-	pvtick_of(v)->deadline_ns = 0;
-	hk_timer_cancel(&pvtick_of(v)->timer);
+	struct pvtick *t = pvtick_of(v);
+
+	t->deadline_ns = 0;
+	hk_timer_cancel(&t->timer);
 }
 
 /* The ticks due at @now from @next on (0 if none), accounted: next moves

@@ -56,7 +56,7 @@ void vcpu_kick(struct vcpu *v)
 }
 
 /* An event that ends HLT. Caller holds v->lock. */
-bool vcpu_has_wake_event(const struct vcpu *v)
+static bool vcpu_has_wake_event(const struct vcpu *v)
 {
 	return v->nmi_pending || v->init_pending ||
 	       (v->run->if_flag && lapic_pending_vector(&v->lapic) >= 0);

@@ -169,8 +169,6 @@ void vcpus_nudge(struct vm *vm);
  * vcpu_kick() gives this thread's reason (pause_set_thread_reason). */
 void vcpu_kick(struct vcpu *v);
 void vcpu_kick_for(struct vcpu *v, int reason);
-/* @v's lock held: an event that ends HLT is pending. */
-bool vcpu_has_wake_event(const struct vcpu *v);
 /* Any thread: @v is halted, waiting for SIPI or paused (a snapshot). */
 bool vcpu_is_halted(struct vcpu *v);
 int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector); /* vcpu_setup.c */
