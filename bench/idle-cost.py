@@ -9,6 +9,8 @@ tick keeps it), under four setups, interleaved in one run:
 
   vmm               this VMM
   vmm-sysidle       this VMM with --sysidle
+  vmm-catchup       --sysidle --lapic-tick-policy catchup (--tick lapic only)
+  vmm-discard       --sysidle --lapic-tick-policy discard (--tick lapic only)
   qemu-irqchip-on   QEMU, in-kernel LAPIC (kernel-irqchip=on)
   qemu-irqchip-off  QEMU, userspace LAPIC (kernel-irqchip=off)
 
@@ -67,6 +69,10 @@ def setups(build, image, want):
     out["vmm-sysidle"] = lambda n, app: [vmm, "--control", "none",
                                          "--sysidle", "--cpus", str(n),
                                          "--append", app, image]
+    for policy in ["catchup", "discard"]:
+        out["vmm-" + policy] = lambda n, app, p=policy: [
+            vmm, "--control", "none", "--sysidle", "--lapic-tick-policy", p,
+            "--cpus", str(n), "--append", app, image]
     if qemu:
         def q(n, app, chip, cpu):
             return [qemu, "-enable-kvm", "-smp", str(n), "-m", "256",
@@ -119,7 +125,8 @@ def main():
     ap.add_argument("--hz", default="250,1000", help="tick rates (250,1000)")
     ap.add_argument("--cpus", default="1,2,4,8", help="vCPU counts (1,2,4,8)")
     ap.add_argument("--setups",
-                    default="vmm,vmm-sysidle,qemu-irqchip-on,qemu-irqchip-off")
+                    default="vmm,vmm-sysidle,vmm-catchup,vmm-discard,"
+                    "qemu-irqchip-on,qemu-irqchip-off")
     ap.add_argument("--window", type=float, default=10,
                     help="steady window, seconds (10)")
     ap.add_argument("--settle", type=float, default=2,
@@ -152,6 +159,9 @@ def main():
         for hz in hzs:
             for n in cpus:
                 for name, cmd in runs.items():
+                    if tick != "lapic" and name in ("vmm-catchup",
+                                                    "vmm-discard"):
+                        continue  # the same as vmm-sysidle with a pv tick
                     app = f"hz={hz}" + (" tick=lapic" if tick == "lapic" else "")
                     res, note = measure(cmd(n, app), args.timeout,
                                         args.settle, args.window)

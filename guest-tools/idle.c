@@ -6,13 +6,18 @@
  *
  * Serial input (IRQ 4 through the IOAPIC, to CPU 0) wakes CPU 0: it reads and
  * discards the bytes and reports its jiffies against the TSC, then idles on.
- * sleep=S: CPU 0 arms a one-shot LAPIC timer for S seconds (with the LAPIC
- * tick on CPU 0's timer, the first tick at or after the deadline ends the
- * sleep instead), reports the same way and exits 0 when jiffies are right,
- * 1 when not. A report:
+ * sleep=S: CPU 0 sleeps S seconds (wake_at_tsc: a one-shot LAPIC timer, or
+ * with the LAPIC tick on CPU 0's timer another CPU's, or on one CPU the
+ * first tick at or after the deadline), reports the same way and exits 0
+ * when jiffies are right, 1 when not. Before it reports, jiffies behind the
+ * TSC are given time to catch up (a VMM that held the tick back in full
+ * idle may deliver the missed ticks after the wake-up): it waits while they
+ * gain on the TSC, and stops waiting once they are right or have not gained
+ * for settle= ms (default 300). A report:
  *   idle: woken by serial|timer: jiffies=J expected=E
  *   idle: jiffies ok            (|J - E| <= 1)
  *   idle: jiffies off by D      (D = J - E, signed)
+ *   # idle: ... N ms waited for late ticks ...
  * where E = floor(TSC time since tick start * hz).
  */
 #include "rt.h"
@@ -25,6 +30,8 @@ const char *guest_name = "idle";
 #define UART_LSR 5
 
 static volatile u32 serial_wakes, serial_bytes, timer_fires;
+static u64 deadline; /* sleep=: TSC, 0: none */
+static u64 settle_ms;
 
 static void h_serial(struct irq_frame *f)
 {
@@ -72,10 +79,48 @@ static void say(const char *fmt, ...)
 	irq_disable();
 }
 
+static bool jiffies_behind(u64 *behind)
+{
+	u64 j = tick_sync(), e = tick_expected(rdtsc());
+
+	*behind = e > j ? e - j : 0;
+	return *behind > 1;
+}
+
+/*
+ * Interrupts off: wait, halting, while jiffies behind the TSC gain on it
+ * (late ticks being delivered), in windows of settle_ms; the tick or the
+ * window's end wakes us. Returns the time waited in ms.
+ */
+static u64 await_late_ticks(void)
+{
+	u64 t0 = rdtsc(), window = ns_to_tsc(settle_ms * 1000000u), behind, before;
+
+	if (tick_kind == TICK_NONE || !jiffies_behind(&before))
+		return 0;
+	for (;;) {
+		u64 end = rdtsc() + window;
+
+		wake_at_tsc(VEC_TIMER, end);
+		while (rdtsc() < end && jiffies_behind(&behind)) {
+			safe_halt();
+			irq_disable();
+		}
+		wake_cancel();
+		if (!jiffies_behind(&behind) || behind >= before)
+			break; /* right, or no gain over a whole window */
+		before = behind;
+	}
+	if (deadline)
+		wake_at_tsc(VEC_TIMER, deadline); /* the sleep's, replaced above */
+	return tsc_to_ns(rdtsc() - t0) / 1000000u;
+}
+
 /* Jiffies against the TSC; on CPU 0, called with interrupts off (and
  * returns so). True when within 1 tick. */
 static bool report(const char *why)
 {
+	u64 waited = await_late_ticks();
 	u64 j = tick_sync();
 	u64 now = rdtsc();
 	u64 taken = tick_taken, missed = tick_missed;
@@ -90,19 +135,20 @@ static bool report(const char *why)
 	else
 		say("idle: jiffies off by %lld\n", d);
 	say("# idle: tick=%s hz=%u: %llu ticks taken, %llu missed, %llu ms since tick start, "
-	    "%u serial bytes\n",
+	    "%llu ms waited for late ticks, %u serial bytes\n",
 	    tick_kind_name(), tick_hz, (unsigned long long)taken, (unsigned long long)missed,
 	    (unsigned long long)(tick_kind == TICK_NONE ? 0 :
 				 tsc_to_ns(now - tick_start_tsc) / 1000000u),
-	    serial_bytes);
+	    (unsigned long long)waited, serial_bytes);
 	return ok;
 }
 
 void guest_main(void)
 {
 	u32 hz = (u32)cmdline_u64("hz", 250);
+
+	settle_ms = cmdline_u64("settle", 300);
 	u64 sleep_s = cmdline_u64("sleep", 0);
-	u64 deadline = 0;
 	u32 up, seen_serial = 0, armed_fires = 0;
 
 	watchdog_start(0); /* idles forever: no deadline */
@@ -120,8 +166,9 @@ void guest_main(void)
 
 	if (sleep_s) {
 		say("# idle: sleep=%llu s on %s\n", (unsigned long long)sleep_s,
-		    tick_owns_lapic_timer() ? "the LAPIC tick (it owns CPU 0's timer)"
-					    : "a one-shot LAPIC timer");
+		    tick_wake_relayed()	    ? "another CPU's one-shot LAPIC timer (relayed)" :
+		    tick_owns_lapic_timer() ? "the LAPIC tick (it owns CPU 0's timer)" :
+					      "a one-shot LAPIC timer");
 		deadline = rdtsc() + ns_to_tsc(sleep_s * 1000000000ull);
 		armed_fires = timer_fires;
 		wake_at_tsc(VEC_TIMER, deadline);

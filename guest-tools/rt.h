@@ -34,6 +34,8 @@ typedef uint64_t u64;
 #define VEC_IPI_SELFMSR 0x45
 #define VEC_PENDING 0x46   /* IRR/ISR/TPR check (priority class 4) */
 #define VEC_TIMER 0x50     /* timer checks and one-shot wake-ups */
+#define VEC_RELAY_ARM 0x51 /* tick.c: post a relayed wake-up to the relay */
+#define VEC_RELAY_FIRE 0x52 /* tick.c: the relay's one-shot timer */
 #define VEC_TICK 0x60      /* the periodic tick (tick.c) */
 #define VEC_PING 0x70
 #define VEC_PONG 0x71
@@ -205,7 +207,7 @@ void run_on_cpu_async(u32 cpu, void (*fn)(void *), void *arg);
 __attribute__((noreturn)) void idle_loop(void);
 
 /* ---- tick.c: the periodic tick and jiffies (the one place for them) ---- */
-enum tick_kind { TICK_NONE, TICK_LAPIC, TICK_PV };
+enum tick_kind { TICK_NONE, TICK_LAPIC, TICK_PV, TICK_TSCDL };
 extern volatile u64 jiffies;     /* ticks elapsed since tick_start() */
 extern volatile u64 tick_taken;  /* tick interrupts handled */
 extern volatile u64 tick_missed; /* pv: sum of the MISSED counts folded in */
@@ -226,8 +228,11 @@ u64 tick_sync(void);
 u64 tick_expected(u64 tsc);
 /* The calling CPU's LAPIC timer carries the LAPIC tick. */
 bool tick_owns_lapic_timer(void);
+/* ... and its one-shot wake-ups go through another CPU's timer (relay). */
+bool tick_wake_relayed(void);
 /* Wake the calling CPU at or after TSC deadline: a one-shot LAPIC timer on
- * vector, or, where the LAPIC tick owns the timer, the next tick (at most
+ * vector; where the LAPIC tick owns the timer, another CPU's one-shot that
+ * sends vector back as an IPI, or with no other CPU the next tick (at most
  * one period late). For HLT loops that recheck the TSC after each wake-up. */
 void wake_at_tsc(u8 vector, u64 deadline);
 void wake_cancel(void); /* stop the one-shot (leaves a LAPIC tick alone) */

@@ -11,8 +11,10 @@
  * signature is KVMKVMKVM, or this VMM without the feature) the tick is a
  * periodic LAPIC timer on the calling CPU and each tick adds 1; the pv MSRs
  * are never touched then. tick= on the command line overrides the choice:
- * tick=lapic forces the LAPIC tick, tick=pv insists on the pv tick (exit 1
- * when it is absent).
+ * tick=lapic forces the LAPIC tick, tick=tscdeadline a TSC-deadline timer
+ * re-armed from its handler at a constant period (exit 1 without the
+ * TSC-deadline timer), tick=pv insists on the pv tick (exit 1 when it is
+ * absent).
  *
  * The TSC at tick start is kept so that the ticks that should have elapsed
  * can be computed from the TSC (tick_expected()).
@@ -32,6 +34,33 @@ static void tick_lapic_handler(struct irq_frame *f)
 	(void)f;
 	jiffies++;
 	tick_taken++;
+}
+
+/* tick=tscdeadline: the tick as Linux keeps it on a one-shot-only clock
+ * event device, a TSC deadline re-armed from its handler one period after
+ * the last; every period that passed counts, so jiffies follow the TSC
+ * whatever became of the interrupts in between. */
+static u64 tscdl_next, tscdl_period;
+
+static void tick_tscdl_handler(struct irq_frame *f)
+{
+	u64 now = rdtsc();
+
+	(void)f;
+	tick_taken++;
+	do {
+		jiffies++;
+		tscdl_next += tscdl_period;
+	} while (tscdl_next <= now);
+	wrmsr(MSR_IA32_TSC_DEADLINE, tscdl_next);
+}
+
+static bool tsc_deadline_available(void)
+{
+	u32 a, b, c, d;
+
+	cpuid(1, 0, &a, &b, &c, &d);
+	return c & (1u << 24);
 }
 
 static void tick_pv_handler(struct irq_frame *f)
@@ -66,14 +95,19 @@ const char *tick_kind_name(void)
 		return "pv";
 	case TICK_LAPIC:
 		return "lapic";
+	case TICK_TSCDL:
+		return "tscdeadline";
 	default:
 		return "none";
 	}
 }
 
+static void relay_setup(void);
+
 void tick_start(u32 hz)
 {
-	bool pv = !cmdline_is("tick", "lapic") && tick_pv_available();
+	bool tscdl = cmdline_is("tick", "tscdeadline");
+	bool pv = !cmdline_is("tick", "lapic") && !tscdl && tick_pv_available();
 
 	if (cmdline_is("tick", "pv") && !pv) {
 		printf("FAIL - tick: tick=pv but the hypervisor has no pv tick\n");
@@ -83,6 +117,10 @@ void tick_start(u32 hz)
 		printf("# tick: hz=%u is above the pv tick's %u: LAPIC tick\n", hz,
 		       SYSIDLE_PVTICK_MAX_HZ);
 		pv = false;
+	}
+	if (tscdl && !tsc_deadline_available()) {
+		printf("FAIL - tick: tick=tscdeadline but CPUID has no TSC-deadline timer\n");
+		guest_exit(EXIT_FAIL);
 	}
 	if (!hz)
 		return; /* no tick at all */
@@ -94,9 +132,18 @@ void tick_start(u32 hz)
 		wrmsr(MSR_SYSIDLE_PVTICK_VECTOR, VEC_TICK);
 		tick_start_tsc = rdtsc();
 		wrmsr(MSR_SYSIDLE_PVTICK_HZ, hz);
+	} else if (tscdl) {
+		irq_set_handler(VEC_TICK, tick_tscdl_handler);
+		tick_kind = TICK_TSCDL;
+		relay_setup();
+		tscdl_period = ns_to_tsc(1000000000u / hz);
+		tick_start_tsc = rdtsc();
+		tscdl_next = tick_start_tsc + tscdl_period;
+		timer_tsc_deadline(VEC_TICK, tscdl_next);
 	} else {
 		irq_set_handler(VEC_TICK, tick_lapic_handler);
 		tick_kind = TICK_LAPIC;
+		relay_setup();
 		tick_start_tsc = rdtsc();
 		timer_periodic(VEC_TICK, (u32)(GUEST_APIC_TIMER_HZ / hz));
 	}
@@ -106,7 +153,7 @@ void tick_stop(void)
 {
 	if (tick_kind == TICK_PV)
 		wrmsr(MSR_SYSIDLE_PVTICK_HZ, 0);
-	else if (tick_kind == TICK_LAPIC)
+	else if (tick_kind == TICK_LAPIC || tick_kind == TICK_TSCDL)
 		timer_stop();
 	tick_kind = TICK_NONE;
 }
@@ -138,20 +185,96 @@ u64 tick_expected(u64 tsc)
 
 bool tick_owns_lapic_timer(void)
 {
-	return tick_kind == TICK_LAPIC && this_cpu()->index == tick_cpu;
+	return (tick_kind == TICK_LAPIC || tick_kind == TICK_TSCDL) &&
+	       this_cpu()->index == tick_cpu;
+}
+
+/*
+ * The one-shot wake-ups of the CPU whose LAPIC timer the tick owns go
+ * through another CPU's timer, the relay (the highest online CPU but the
+ * tick's): it fires at the deadline and sends the vector back as an IPI,
+ * as an OS with a tick-driven CPU would use a one-shot clockevent on
+ * another. So the wake-up is on time, and does not depend on the tick
+ * being delivered (a VMM may hold a periodic tick back while the guest is
+ * fully idle). Without another CPU the next tick is the wake-up.
+ */
+static volatile u64 relay_deadline; /* TSC, 0: none */
+static volatile u8 relay_vector;
+static u32 relay_cpu;
+static bool relay_on;
+
+static void relay_program(void)
+{
+	u64 d = __atomic_load_n(&relay_deadline, __ATOMIC_SEQ_CST), now = rdtsc();
+
+	if (d)
+		timer_oneshot_ns(VEC_RELAY_FIRE, d > now ? tsc_to_ns(d - now) : 0);
+	else
+		timer_stop();
+}
+
+/* On the relay: a new deadline was posted. */
+static void relay_arm_handler(struct irq_frame *f)
+{
+	(void)f;
+	relay_program();
+}
+
+/* On the relay: its timer fired (early, when the one-shot was clamped). */
+static void relay_fire_handler(struct irq_frame *f)
+{
+	u64 d = __atomic_load_n(&relay_deadline, __ATOMIC_SEQ_CST);
+
+	(void)f;
+	if (!d)
+		return;
+	if (rdtsc() < d) {
+		relay_program();
+		return;
+	}
+	if (__atomic_compare_exchange_n(&relay_deadline, &d, 0, false, __ATOMIC_SEQ_CST,
+					__ATOMIC_SEQ_CST))
+		apic_send_ipi(percpus[tick_cpu].apic_id, APIC_ICR_DM_FIXED | relay_vector);
+}
+
+static void relay_setup(void)
+{
+	relay_on = false;
+	for (u32 i = nr_cpus; i-- > 0;)
+		if (i != tick_cpu && percpus[i].online) {
+			relay_cpu = i;
+			relay_on = true;
+			break;
+		}
+	irq_set_handler(VEC_RELAY_ARM, relay_arm_handler);
+	irq_set_handler(VEC_RELAY_FIRE, relay_fire_handler);
+}
+
+bool tick_wake_relayed(void)
+{
+	return tick_owns_lapic_timer() && relay_on;
 }
 
 void wake_at_tsc(u8 vector, u64 deadline)
 {
 	u64 now = rdtsc();
 
+	if (tick_wake_relayed()) {
+		relay_vector = vector;
+		__atomic_store_n(&relay_deadline, deadline ? deadline : 1, __ATOMIC_SEQ_CST);
+		apic_send_ipi(percpus[relay_cpu].apic_id, APIC_ICR_DM_FIXED | VEC_RELAY_ARM);
+		return;
+	}
 	if (tick_owns_lapic_timer())
 		return; /* the next tick wakes us: at most one period late */
 	timer_oneshot_ns(vector, deadline > now ? tsc_to_ns(deadline - now) : 0);
 }
 
+/* A relayed wake-up already posted may still come: callers re-check. */
 void wake_cancel(void)
 {
-	if (!tick_owns_lapic_timer())
+	if (tick_wake_relayed())
+		__atomic_store_n(&relay_deadline, 0, __ATOMIC_SEQ_CST);
+	else if (!tick_owns_lapic_timer())
 		timer_stop();
 }

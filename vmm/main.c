@@ -53,10 +53,25 @@ static const char usage_text[] =
 "  --sysidle          detect the fully idle guest (all vCPUs halted, the\n"
 "                     timekeeper taking only its tick) and then stop its\n"
 "                     paravirtual tick and the VMM's own periodic work;\n"
-"                     guest LAPIC timers are always honoured\n"
+"                     guest LAPIC timers are honoured (the timekeeper's\n"
+"                     periodic one: see --lapic-tick-policy)\n"
 "  --sysidle-log FILE one line per idle state change and tick stop/restart\n"
 "                     (\"-\": stderr); needs --sysidle\n"
 "  --timekeeper N     the timekeeper vCPU (default 0)\n"
+"  --lapic-tick-policy honour|catchup|discard\n"
+"                     what becomes of a guest's periodic LAPIC timer ticks\n"
+"                     not taken when due (as libvirt's tickpolicy):\n"
+"                     honour (default): never held back; late ones\n"
+"                     coalesce into one, as on hardware. catchup: with\n"
+"                     --sysidle the timekeeper's tick is held back in full\n"
+"                     idle; every tick due is delivered afterwards, the\n"
+"                     next one at the guest's EOI of the last. discard:\n"
+"                     held back too; one tick for the whole held time\n"
+"                     (merge).\n"
+"                     Under both, a guest that sleeps on that tick alone\n"
+"                     wakes late, by up to --lapic-tick-max-hold\n"
+"  --lapic-tick-max-hold SECONDS  hold the tick back at most this long\n"
+"                     (default 2; 0.01 to 3600; needs catchup or discard)\n"
 "  --housekeeping-cpu N  pin the housekeeping thread to host CPU N (with\n"
 "                     --sysidle: only while the guest is not fully idle)\n"
 "  --name NAME        the VM's name in the control socket, metrics and\n"
@@ -187,6 +202,8 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "sysidle", no_argument, NULL, 'S' },
 		{ "sysidle-log", required_argument, NULL, 'L' },
 		{ "timekeeper", required_argument, NULL, 'T' },
+		{ "lapic-tick-policy", required_argument, NULL, 'K' },
+		{ "lapic-tick-max-hold", required_argument, NULL, 'X' },
 		{ "housekeeping-cpu", required_argument, NULL, 'P' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "control", required_argument, NULL, 'C' },
@@ -197,6 +214,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
+	double sec;
 	long n;
 	int c;
 
@@ -256,6 +274,23 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 			else
 				o->idle.housekeeping_cpu = (int)n;
 			break;
+		case 'K':
+			if (lapic_tick_policy_parse(optarg,
+					&o->machine.lapic_tick_policy))
+				return usage_error("--lapic-tick-policy '%s': "
+						   "expected honour, catchup or "
+						   "discard", optarg);
+			break;
+		case 'X':
+			errno = 0;
+			sec = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !(sec >= 0.01) ||
+			    sec > 3600)
+				return usage_error("--lapic-tick-max-hold '%s': "
+						   "expected seconds from 0.01 "
+						   "to 3600", optarg);
+			o->idle.max_hold_ns = (uint64_t)(sec * 1e9);
+			break;
 		case 'n':
 			if (check_name(optarg))
 				return usage_error("--name '%s': expected 1 to 80 "
@@ -302,6 +337,10 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	}
 	if (o->idle.log && !o->idle.sysidle)
 		return usage_error("%s", "--sysidle-log needs --sysidle");
+	if (o->idle.max_hold_ns && (!o->idle.sysidle ||
+	    o->machine.lapic_tick_policy == LAPIC_TICK_HONOUR))
+		return usage_error("%s", "--lapic-tick-max-hold needs --sysidle "
+				   "and --lapic-tick-policy catchup or discard");
 	if (optind >= argc)
 		return usage_error("%s", "missing KERNEL.elf");
 	if (optind + 1 < argc)

@@ -101,6 +101,8 @@ def test_options():
     check(rc == 0 and all(o in out for o in ["--sysidle", "--sysidle-log",
                                               "--timekeeper",
                                               "--housekeeping-cpu",
+                                              "--lapic-tick-policy",
+                                              "--lapic-tick-max-hold",
                                               "SIGUSR2"]),
           "--help documents --sysidle and its options", out)
     for args, msg in [(["--sysidle-log", "-", h], "needs --sysidle"),
@@ -110,7 +112,27 @@ def test_options():
                       (["--housekeeping-cpu", "-1", h],
                        "--housekeeping-cpu '-1'"),
                       (["--sysidle", "--sysidle-log", "/nonexistent/d/l", h],
-                       "cannot write --sysidle-log")]:
+                       "cannot write --sysidle-log"),
+                      (["--lapic-tick-policy", "delay", h],
+                       "--lapic-tick-policy 'delay': expected honour, "
+                       "catchup or discard"),
+                      (["--lapic-tick-policy", "", h],
+                       "--lapic-tick-policy ''"),
+                      (["--sysidle", "--lapic-tick-policy", "discard",
+                        "--lapic-tick-max-hold", "0", h],
+                       "--lapic-tick-max-hold '0'"),
+                      (["--sysidle", "--lapic-tick-policy", "catchup",
+                        "--lapic-tick-max-hold", "1e9", h],
+                       "--lapic-tick-max-hold '1e9'"),
+                      (["--sysidle", "--lapic-tick-policy", "catchup",
+                        "--lapic-tick-max-hold", "nan", h],
+                       "--lapic-tick-max-hold 'nan'"),
+                      (["--sysidle", "--lapic-tick-max-hold", "1", h],
+                       "--lapic-tick-max-hold needs --sysidle and "
+                       "--lapic-tick-policy catchup or discard"),
+                      (["--lapic-tick-policy", "catchup",
+                        "--lapic-tick-max-hold", "1", h],
+                       "--lapic-tick-max-hold needs --sysidle")]:
         rc, out, err = run(args)
         check(rc == 120 and msg in err, "%s: exit 120, %r" % (" ".join(args[:-1]), msg),
               "exit %s\n%s" % (rc, err))

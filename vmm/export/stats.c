@@ -64,6 +64,9 @@ static struct json_object *stats_vcpu(struct vcpu *v)
 	add_u64(o, "pvtick_hz", pv.hz);
 	add_u64(o, "pvtick_delivered", pv.delivered);
 	add_u64(o, "pvtick_suppressed", pv.suppressed);
+	add_u64(o, "lapic_ticks_held", v->lapic.ticks_held);
+	add_u64(o, "lapic_ticks_caught_up", v->lapic.ticks_caught_up);
+	add_u64(o, "lapic_ticks_coalesced", v->lapic.ticks_coalesced);
 	return o;
 }
 
@@ -82,6 +85,8 @@ static struct json_object *stats_sysidle(struct vm *vm)
 	add_u64(o, "timekeeper", (uint64_t)st.timekeeper);
 	add_u64(o, "delay_ns", st.delay_ns);
 	add_u64(o, "tick_period_ns", st.tick_period_ns);
+	json_object_object_add(o, "lapic_tick_policy", json_object_new_string(
+		lapic_tick_policy_name(vm->cfg->lapic_tick_policy)));
 	states = json_object_new_object();
 	for (int i = 0; i < SYSIDLE_NR_STATES; i++)
 		add_u64(states, sysidle_state_name((enum sysidle_state)i),
@@ -89,6 +94,7 @@ static struct json_object *stats_sysidle(struct vm *vm)
 	json_object_object_add(o, "state_ns", states);
 	add_u64(o, "full_idle_periods", st.full_idle_periods);
 	add_u64(o, "tick_restarts", st.tick_restarts);
+	add_u64(o, "lapic_tick_hold_releases", st.hold_releases);
 	lat = json_object_new_object();
 	add_u64(lat, "count", st.lat_count);
 	add_u64(lat, "min", st.lat_min);

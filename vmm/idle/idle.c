@@ -25,6 +25,8 @@ int idle_init(struct vm *vm, const struct idle_config *o)
 	idle.vm = vm;
 	idle.tk = o->timekeeper;
 	idle.hk_cpu = o->housekeeping_cpu;
+	idle.max_hold_ns = o->max_hold_ns ? o->max_hold_ns :
+			   IDLE_MAX_HOLD_DEFAULT_NS;
 	if (idle.tk < 0 || (unsigned int)idle.tk >= vm->ncpus)
 		return vmm_fail(VMM_EXIT_USAGE, "--timekeeper %d: expected a "
 				"vCPU from 0 to %u", idle.tk, vm->ncpus - 1);
@@ -108,6 +110,7 @@ void idle_get_stats(struct idle_stats *st)
 	st->violations = idle.violations;
 	st->scans = idle.scans;
 	st->tick_restarts = idle.restarts;
+	st->hold_releases = idle.hold_releases;
 	st->lat_count = idle.lat_count;
 	st->lat_min = idle.lat_min;
 	st->lat_max = idle.lat_max;

@@ -19,7 +19,9 @@ struct idle_config {
 	const char *log;         /* --sysidle-log FILE, "-": stderr */
 	int timekeeper;          /* --timekeeper N (default 0) */
 	int housekeeping_cpu;    /* --housekeeping-cpu N, -1: not pinned */
+	uint64_t max_hold_ns;    /* --lapic-tick-max-hold, 0: the default */
 };
+#define IDLE_MAX_HOLD_DEFAULT_NS 2000000000ull
 
 /* Main thread, after the vCPUs are created and before the housekeeping
  * thread and the vCPUs start: the pv tick always, --sysidle if asked
@@ -70,6 +72,7 @@ struct idle_stats {
 	uint64_t violations;         /* FULL while a non-timekeeper ran */
 	uint64_t scans;
 	uint64_t tick_restarts;
+	uint64_t hold_releases;      /* held LAPIC ticks released in full idle */
 };
 /* After the housekeeping thread has stopped. */
 void idle_get_stats(struct idle_stats *st);

@@ -73,12 +73,19 @@ struct idle_layer {
 	_Atomic uint64_t tk_state;
 	_Atomic uint64_t tk_period; /* its tick's period, for the window */
 	uint8_t tk_vector;          /* its tick's vector (timekeeper only) */
+	bool tk_rearm;              /* ... a one-shot re-armed (timekeeper only) */
 	atomic_bool force_req;
+	/* Under the timekeeper vCPU's lock: its LAPIC tick may be held back
+	 * (set by idle_stop, cleared by idle_restart; tk_halt holds it once
+	 * the ticks a CATCHUP still owes are in). */
+	bool tk_hold;
 
 	/* Housekeeping thread only (the transition callbacks that touch them
 	 * run there: to FULL / FULL_NOTED and every cpu == -1 change). */
-	struct hk_timer tick, kick_backstop;
+	struct hk_timer tick, kick_backstop, hold_backstop;
 	uint64_t tick_deadline, tick_period;
+	uint64_t max_hold_ns, hold_deadline; /* --lapic-tick-max-hold */
+	uint64_t hold_releases; /* by the hold backstop */
 	bool stopped;
 	uint64_t stop_ns, noted_ns, last_scan, check_start;
 	bool in_force;
@@ -113,6 +120,7 @@ bool idle_suppress_tick(const struct vcpu *v);
 /* timekeeper.c: the rule "a wake-up that only took its tick keeps the
  * timekeeper idle". */
 bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period);
+bool tk_tick_holdable(const struct vcpu *v);
 bool tk_busy(uint64_t tk, uint64_t now);
 bool tk_set_busy(void);
 void tk_halt(struct vcpu *v, bool plain, uint64_t now);

@@ -82,7 +82,7 @@ static void idle_tick_arm(uint64_t prev, uint64_t now)
 	} else if (tk_tick(t, &vector, &lp)) {
 		/* the guest's LAPIC tick: the same grid, at most 250 Hz */
 		p = lp * ((HK_TICK_DEFAULT_NS + lp - 1) / lp);
-		phase = t->lapic.timer_start_ns + lp / 2;
+		phase = lapic_timer_tick_phase(&t->lapic) + lp / 2;
 	}
 	pthread_mutex_unlock(&t->lock);
 	idle.tick_period = p;
@@ -124,7 +124,7 @@ static void idle_stop(void)
 {
 	struct vm *vm = idle.vm;
 	uint64_t now = now_ns(), last = 0, h;
-	bool tk_running = false;
+	bool tk_running = false, held = false;
 
 	idle.stopped = true;
 	idle.stop_ns = now;
@@ -142,10 +142,18 @@ static void idle_stop(void)
 			tk_running |= (int)i == idle.tk;
 		} else {
 			pvtick_suspend(v);
+			if ((int)i == idle.tk) {
+				idle.tk_hold = tk_tick_holdable(v);
+				held = idle.tk_hold && lapic_timer_hold(v);
+			}
 		}
 		pthread_mutex_unlock(&v->lock);
 	}
 	hk_timer_cancel(&idle.tick);
+	if (idle.tk_hold) {
+		idle.hold_deadline = now + idle.max_hold_ns;
+		hk_timer_arm(&idle.hold_backstop, idle.hold_deadline);
+	}
 	hk_unpin();
 	idle.full_periods++;
 	if (last && idle.noted_ns > last && idle.lat) {
@@ -159,7 +167,7 @@ static void idle_stop(void)
 		idle.lat_sum += h;
 		idle.lat_count++;
 	}
-	idle_log(now, "tick stopped");
+	idle_log(now, held ? "tick stopped, lapic tick held" : "tick stopped");
 	/* The timekeeper woke (a tick-only window) after tk_state was read
 	 * back: its window is aged by the housekeeping tick, which must run
 	 * again, and its own tick is running: not fully idle after all. */
@@ -182,6 +190,8 @@ static void idle_restart(void)
 
 	idle.stopped = false;
 	stat_inc(&idle.restarts);
+	idle.hold_deadline = 0;
+	hk_timer_cancel(&idle.hold_backstop);
 	hk_pin();
 	for (unsigned int i = 0; i < vm->ncpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
@@ -192,9 +202,12 @@ static void idle_restart(void)
 		if ((int)i == idle.tk ||
 		    (v->state != VCPU_HALTED && v->state != VCPU_PAUSED))
 			pvtick_resume(v);
-		if ((int)i == idle.tk)
+		if ((int)i == idle.tk) {
 			missed = pvtick_of(v)->hz ? pvtick_of(v)->stop_missed :
 				 (now_ns() - idle.stop_ns) / idle.tick_period;
+			idle.tk_hold = false;
+			lapic_timer_release(v);
+		}
 		pthread_mutex_unlock(&v->lock);
 	}
 	now = now_ns();
@@ -286,6 +299,31 @@ static void idle_hk_kick(void)
 	idle_flush();
 }
 
+/*
+ * Housekeeping thread, fully idle with the timekeeper's LAPIC tick held:
+ * no tick is held longer than --lapic-tick-max-hold. The ticks due are
+ * delivered by the policy (one: DISCARD; all, back to back: CATCHUP) as
+ * tick-only wake-ups, so the VM stays fully idle, and the timekeeper holds
+ * its tick again when it halts (tk_halt). A guest that waits on its tick
+ * alone so still gets it, late by at most that much.
+ */
+static void idle_hold_fire(struct hk_timer *t, uint64_t deadline_ns)
+{
+	struct vcpu *v = &idle.vm->vcpus[idle.tk];
+
+	(void)t;
+	if (!idle.stopped || deadline_ns != idle.hold_deadline)
+		return; /* stale */
+	pthread_mutex_lock(&v->lock);
+	if (idle.tk_hold) {
+		lapic_timer_release(v);
+		stat_inc(&idle.hold_releases);
+	}
+	pthread_mutex_unlock(&v->lock);
+	idle.hold_deadline = deadline_ns + idle.max_hold_ns;
+	hk_timer_arm(&idle.hold_backstop, idle.hold_deadline);
+}
+
 /* The backstop of a deferred kick (idle_kick_deferred): the same work. */
 static void idle_kick_backstop_fire(struct hk_timer *t, uint64_t deadline_ns)
 {
@@ -366,5 +404,6 @@ void idle_tick_setup(void)
 		return;
 	hk_timer_init(&idle.tick, idle_tick_fire);
 	hk_timer_init(&idle.kick_backstop, idle_kick_backstop_fire);
+	hk_timer_init(&idle.hold_backstop, idle_hold_fire);
 	idle.tick_period = HK_TICK_DEFAULT_NS;
 }

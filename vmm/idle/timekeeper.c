@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The timekeeper vCPU (vCPU 0, --timekeeper N) and its tick: its pv tick
- * when that runs, else the guest's own periodic LAPIC timer (tk_tick), so
- * that a guest that never heard of the pv tick keeps its timekeeper idle
- * too. Its state for the rule "a wake-up that only took its tick keeps it
+ * when that runs, else the guest's own LAPIC tick (tk_tick: periodic, or a
+ * one-shot re-armed at a constant period), so that a guest that never
+ * heard of the pv tick keeps its timekeeper idle too. Its state for the rule "a wake-up that only took its tick keeps it
  * idle" is one atomic, tk_state, written by the timekeeper's own thread:
  * TK_HALTED, TK_BUSY, or the start time of a tick-only window. A wake-up
  * with only the tick's vector pending opens a window; the window closes at
  * the next HLT if that comes within one tick period and nothing but the
- * tick's own exits (EOI, the MISSED read, interrupt-window and signal
- * exits) happened and no other vector was injected. Anything else, and a
+ * tick's own exits (EOI, the MISSED read, a re-armed tick's re-arm,
+ * interrupt-window and signal exits) happened and no other vector was injected. Anything else, and a
  * window still open after a period, makes it TK_BUSY. A LAPIC tick keeps
  * firing in full idle (it is the guest's own timer: honoured), so its
  * windows are aged by the timekeeper's own exits too, not only by the
@@ -53,7 +53,8 @@ bool tk_set_busy(void)
  * The timekeeper's tick, @v's lock held: its vector and period. The pv tick
  * when it is on (none while it is suspended: a tick pending then fired just
  * before idle_stop, and nothing would age its window), else the guest's
- * periodic LAPIC timer when it is unmasked. False: no tick.
+ * LAPIC timer when it is unmasked and a tick: periodic, or a one-shot /
+ * TSC-deadline timer seen re-armed at a constant period. False: no tick.
  */
 bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period)
 {
@@ -65,11 +66,27 @@ bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period)
 		*period = t->period_ns;
 		return !t->suppressed;
 	}
-	if (!l->timer_period_ns || (l->lvt[0] & APIC_LVT_MASKED))
+	*period = lapic_timer_tick_period(l);
+	if (!*period || (l->lvt[0] & APIC_LVT_MASKED))
 		return false;
 	*vector = (uint8_t)l->lvt[0];
-	*period = l->timer_period_ns;
 	return true;
+}
+
+/*
+ * The timekeeper @v, lock held, not running (idle_stop): may its tick be
+ * held back for the full-idle period? Only the guest's own periodic LAPIC
+ * tick, and only under --lapic-tick-policy catchup or discard; a pv tick
+ * is suspended instead (pvtick_suspend), any other timer is honoured.
+ */
+bool tk_tick_holdable(const struct vcpu *v)
+{
+	uint8_t vector;
+	uint64_t period;
+
+	return idle.vm->cfg &&
+	       idle.vm->cfg->lapic_tick_policy != LAPIC_TICK_HONOUR &&
+	       !pvtick_of(v)->hz && tk_tick(v, &vector, &period);
 }
 
 /* Timekeeper thread, lock held: it halts (idle_halt). Back in HLT within a
@@ -92,6 +109,9 @@ void tk_halt(struct vcpu *v, bool plain, uint64_t now)
 				      memory_order_relaxed);
 	/* seq_cst store: pairs with idle_step()'s loads. */
 	atomic_store(&idle.tk_state, TK_HALTED);
+	/* Fully idle with a catch-up that ended since: hold the tick now. */
+	if (idle.tk_hold)
+		lapic_timer_hold(v);
 }
 
 /* Timekeeper thread, lock held: it is woken (idle_wake). Returns true when
@@ -108,6 +128,8 @@ bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
 	sysidle_exit(idle.s, v->id); /* never changes the state */
 	if (tick_only) {
 		idle.tk_vector = vector; /* this thread only (tk_inject) */
+		/* a re-armed tick: its handler's re-arm is the tick's own */
+		idle.tk_rearm = !pvtick_of(v)->hz && !v->lapic.timer_period_ns;
 		/* relaxed: a setting read by tk_busy(). */
 		atomic_store_explicit(&idle.tk_period, period,
 				      memory_order_relaxed);
@@ -144,11 +166,17 @@ void tk_exit(struct vcpu *v)
 		ok = r->msr.index == MSR_SYSIDLE_PVTICK_MISSED;
 		break;
 	case KVM_EXIT_X86_WRMSR:
-		ok = r->msr.index == MSR_X2APIC_BASE + (APIC_REG_EOI >> 4);
+		ok = r->msr.index == MSR_X2APIC_BASE + (APIC_REG_EOI >> 4) ||
+		     (idle.tk_rearm &&
+		      (r->msr.index == MSR_IA32_TSC_DEADLINE ||
+		       r->msr.index == MSR_X2APIC_BASE +
+				       (APIC_REG_TIMER_ICR >> 4)));
 		break;
 	case KVM_EXIT_MMIO:
 		ok = r->mmio.is_write &&
-		     r->mmio.phys_addr == GUEST_LAPIC_BASE + APIC_REG_EOI;
+		     (r->mmio.phys_addr == GUEST_LAPIC_BASE + APIC_REG_EOI ||
+		      (idle.tk_rearm && r->mmio.phys_addr ==
+				GUEST_LAPIC_BASE + APIC_REG_TIMER_ICR));
 		break;
 	default:
 		ok = false;
@@ -161,15 +189,29 @@ void tk_exit(struct vcpu *v)
 		housekeeping_kick();
 }
 
-/* Timekeeper thread, lock held, about to inject @vector. */
-
-/* Any vCPU thread, lock held, about to inject @vector: on the timekeeper,
- * in a tick-only window, only the tick's vector. */
+/*
+ * Any vCPU thread, lock held, about to inject @vector: on the timekeeper,
+ * in a tick-only window, only the tick's vector. A late tick a CATCHUP
+ * still delivers (more owed after it) moves the window's start on by the
+ * catch-up gap: a burst of them is one window, as long as the guest
+ * spends no more than that gap on each.
+ */
 void tk_inject(struct vcpu *v, int vector)
 {
 	/* relaxed: only this thread writes tk_state. */
-	if ((int)v->id == idle.tk &&
-	    atomic_load_explicit(&idle.tk_state, memory_order_relaxed) >
-	    TK_BUSY && vector != idle.tk_vector && tk_set_busy())
-		housekeeping_kick();
+	uint64_t tk = atomic_load_explicit(&idle.tk_state,
+					   memory_order_relaxed), later;
+
+	if ((int)v->id != idle.tk || tk <= TK_BUSY)
+		return;
+	if (vector != idle.tk_vector) {
+		if (tk_set_busy())
+			housekeeping_kick();
+		return;
+	}
+	if (!v->lapic.timer_owed)
+		return;
+	later = tk + v->lapic.timer_period_ns / LAPIC_CATCHUP_FACTOR;
+	/* seq_cst store: pairs with idle_step()'s loads, as in tk_wake. */
+	atomic_store(&idle.tk_state, later < now_ns() ? later : now_ns());
 }

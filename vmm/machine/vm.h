@@ -108,6 +108,7 @@ struct machine_config {
 	const char *append;
 	const char **modules;
 	unsigned int nmodules;
+	enum lapic_tick_policy lapic_tick_policy; /* --lapic-tick-policy */
 };
 
 struct vm {

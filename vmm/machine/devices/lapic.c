@@ -137,10 +137,14 @@ void lapic_reset(struct vcpu *v)
 	memset(l->tmr, 0, sizeof(l->tmr));
 	l->timer_icr = 0;
 	l->timer_dcr = 0;
+	l->rearm_last_ns = l->rearm_interval_ns = l->timer_tick_ns = 0;
+	l->rearm_streak = 0;
+	l->rearm_fired = false;
 }
 
-static void lapic_eoi(struct lapic *l, struct lapic_after *after)
+static void lapic_eoi(struct vcpu *v, struct lapic_after *after)
 {
+	struct lapic *l = &v->lapic;
 	int vec = vec_highest(l->isr);
 
 	if (vec < 0)
@@ -148,6 +152,8 @@ static void lapic_eoi(struct lapic *l, struct lapic_after *after)
 	vec_set(l->isr, vec, false);
 	if (vec_test(l->tmr, vec))
 		after->eoi_level_vector = vec;
+	if (vec == (uint8_t)l->lvt[0])
+		lapic_timer_eoi(v);
 }
 
 static void lapic_icr_send(struct lapic *l, uint32_t low, uint32_t dest,
@@ -231,7 +237,7 @@ static int lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
 	switch (reg) {
 	case APIC_REG_ID: if (x2) return -1; l->id = v32 >> 24; break;
 	case APIC_REG_TPR: l->tpr = v32 & 0xff; break;
-	case APIC_REG_EOI: lapic_eoi(l, after); break;
+	case APIC_REG_EOI: lapic_eoi(v, after); break;
 	case APIC_REG_LDR: if (x2) return -1; l->ldr = v32 & 0xff000000u; break;
 	case 0x0e0: if (x2) return -1; l->dfr = v32 | 0x0fffffffu; break;
 	case APIC_REG_SVR:

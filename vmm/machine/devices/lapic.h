@@ -12,6 +12,28 @@
 
 struct vcpu;
 
+/*
+ * What the guest gets for periodic LAPIC timer ticks it did not take when
+ * due (the host was late, or --sysidle held the timekeeper's tick back in
+ * full idle): QEMU's lost_tick_policy, Xen's HVM timer_mode.
+ *  - HONOUR: as on hardware, late ticks coalesce into one interrupt; the
+ *    tick is never held back;
+ *  - CATCHUP: every tick due is delivered; a late one as soon as the
+ *    guest ends the one before (at its EOI, as KVM's PIT re-injects: one
+ *    in service at a time), until the count is exact;
+ *  - DISCARD: late ticks coalesce into one, as HONOUR, and --sysidle may
+ *    hold the tick back (one tick for the whole held time).
+ */
+enum lapic_tick_policy {
+	LAPIC_TICK_HONOUR,
+	LAPIC_TICK_CATCHUP,
+	LAPIC_TICK_DISCARD,
+};
+/* A late tick the guest takes in at most 1/LAPIC_CATCHUP_FACTOR of a
+ * period still counts as a tick only (the timekeeper rule); while late
+ * ticks are owed the host timer is a fallback this many periods on. */
+#define LAPIC_CATCHUP_FACTOR 8
+
 struct lapic {
 	uint32_t id;
 	uint64_t base_msr;
@@ -23,8 +45,20 @@ struct lapic {
 	/* timer (lapic_timer.c) */
 	uint32_t timer_icr, timer_dcr;
 	uint64_t timer_start_ns;
-	uint64_t timer_deadline_ns; /* 0: not armed */
+	uint64_t timer_deadline_ns; /* the host timer's, 0: not armed */
 	uint64_t timer_period_ns;   /* periodic mode, else 0 */
+	uint64_t timer_next_ns;     /* periodic: the next tick due */
+	uint64_t timer_owed;        /* periodic, CATCHUP: ticks late, owed */
+	bool timer_held;            /* the host timer is off (lapic_timer_hold) */
+	/* One-shot and TSC-deadline: re-armed from the handler at a constant
+	 * period, it is a tick (timer_tick_ns: that period, 0: not a tick).
+	 * Written by this vCPU's thread, rearm_fired by the fire callback. */
+	uint64_t rearm_last_ns, rearm_interval_ns, timer_tick_ns;
+	unsigned int rearm_streak;
+	bool rearm_fired;
+	/* periodic ticks, since the VM started: held back, then delivered late (one
+	 * by one: CATCHUP) or coalesced into one (the others dropped) */
+	uint64_t ticks_held, ticks_caught_up, ticks_coalesced;
 	uint64_t tsc_deadline;      /* MSR value, 0: not armed */
 	uint64_t tsc0, tsc0_ns;     /* guest TSC tsc0 was read at tsc0_ns */
 	uint32_t tsc_khz;
@@ -54,5 +88,17 @@ void lapic_timer_write_dcr(struct vcpu *v, uint32_t val);
 uint32_t lapic_timer_read_ccr(struct vcpu *v);
 void lapic_timer_write_tsc_deadline(struct vcpu *v, uint64_t tsc);
 void lapic_timer_stop(struct vcpu *v);
+/* The periodic tick's host timer off while the guest does not need it
+ * (--sysidle, full idle), and on again with the ticks due then given by
+ * the VM's policy. hold: true when there was a periodic tick to hold. */
+bool lapic_timer_hold(struct vcpu *v);
+/* The timer's period when it is a tick (periodic mode, or a one-shot /
+ * TSC-deadline timer re-armed at a constant period), else 0. */
+uint64_t lapic_timer_tick_period(const struct lapic *l);
+uint64_t lapic_timer_tick_phase(const struct lapic *l); /* a tick's time */
+void lapic_timer_eoi(struct vcpu *v); /* the guest ended a timer interrupt */
+void lapic_timer_release(struct vcpu *v);
+const char *lapic_tick_policy_name(enum lapic_tick_policy p);
+int lapic_tick_policy_parse(const char *s, enum lapic_tick_policy *p);
 
 #endif

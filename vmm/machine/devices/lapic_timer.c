@@ -4,6 +4,8 @@
  * GUEST_APIC_TIMER_HZ (1 ns per count at divide 1). Deadlines go to the
  * housekeeping thread; its fire callback raises the LVT vector.
  */
+#include <string.h>
+
 #include "machine/pause.h"
 #include "base/housekeeping.h"
 #include "machine/vm.h"
@@ -29,12 +31,127 @@ static void timer_arm(struct vcpu *v, uint64_t deadline_ns)
 	hk_timer_arm(&v->lapic.timer, v->lapic.timer_deadline_ns);
 }
 
+/*
+ * A one-shot or TSC-deadline deadline the guest just armed: a tick when it
+ * is re-armed only after the last one fired, LAPIC_TICK_REARMS times in a
+ * row, each a whole number of one constant interval after the last
+ * (within 0.1% + 1 us: TSC to ns rounding; a late handler that skips
+ * periods, as Linux's does, re-arms a multiple). Anything else, or
+ * @deadline_ns 0 (disarm), and it is not.
+ */
+#define LAPIC_TICK_REARMS 3
+static void timer_detect_tick(struct lapic *l, uint64_t deadline_ns)
+{
+	uint64_t prev = l->rearm_last_ns, iv = l->rearm_interval_ns, d, tol, r;
+	bool fired = l->rearm_fired;
+
+	l->rearm_last_ns = deadline_ns;
+	l->rearm_fired = false;
+	if (!deadline_ns || !prev || deadline_ns <= prev || !fired) {
+		l->rearm_interval_ns = l->timer_tick_ns = 0;
+		l->rearm_streak = 0;
+		return;
+	}
+	d = deadline_ns - prev;
+	tol = iv / 1000 + 1000;
+	r = iv ? d % iv : 0;
+	if (iv && d + tol >= iv && (r <= tol || iv - r <= tol)) {
+		if (++l->rearm_streak >= LAPIC_TICK_REARMS)
+			l->timer_tick_ns = iv;
+	} else {
+		l->rearm_interval_ns = d;
+		l->rearm_streak = 0;
+		l->timer_tick_ns = 0;
+	}
+}
+
+uint64_t lapic_timer_tick_period(const struct lapic *l)
+{
+	return l->timer_period_ns ? l->timer_period_ns : l->timer_tick_ns;
+}
+
+uint64_t lapic_timer_tick_phase(const struct lapic *l)
+{
+	return l->timer_period_ns ? l->timer_next_ns : l->rearm_last_ns;
+}
+
 void lapic_timer_stop(struct vcpu *v)
 {
 	v->lapic.timer_deadline_ns = 0;
 	v->lapic.timer_period_ns = 0;
+	v->lapic.timer_owed = 0;
+	v->lapic.timer_held = false;
 	v->lapic.tsc_deadline = 0;
 	hk_timer_cancel(&v->lapic.timer);
+}
+
+static enum lapic_tick_policy tick_policy(const struct vcpu *v)
+{
+	return v->vm->cfg ? v->vm->cfg->lapic_tick_policy : LAPIC_TICK_HONOUR;
+}
+
+/*
+ * @v's lock held, periodic mode, at @now: account the ticks due (from
+ * timer_next_ns on), deliver one if any is owed, and arm the host timer
+ * for the next tick. While CATCHUP owes ticks, the guest's EOIs deliver
+ * them (lapic_timer_eoi, @eoi true) and the host timer is only a fallback,
+ * LAPIC_CATCHUP_FACTOR periods on, so a burst of late ticks costs no host
+ * timer wake-up per period; the EOI that pays the last one re-arms it for
+ * the next tick. A tick whose vector is still pending in the IRR coalesces
+ * with it (HONOUR, DISCARD: as on hardware) or stays owed (CATCHUP); a
+ * masked LVT drops it.
+ */
+static void timer_periodic_run(struct vcpu *v, uint64_t now, bool eoi)
+{
+	struct lapic *l = &v->lapic;
+	uint64_t p = l->timer_period_ns, due = 0;
+	uint8_t vec = (uint8_t)l->lvt[0];
+	bool catchup = tick_policy(v) == LAPIC_TICK_CATCHUP, pending;
+
+	if (now >= l->timer_next_ns) {
+		due = (now - l->timer_next_ns) / p + 1;
+		l->timer_next_ns += due * p;
+	}
+	l->timer_start_ns = l->timer_next_ns - p;
+	l->timer_owed += due;
+	if (l->lvt[0] & APIC_LVT_MASKED) {
+		l->timer_owed = 0;
+	} else if (l->timer_owed) {
+		pending = l->irr[vec / 32] & (1u << (vec % 32));
+		if (!pending) {
+			lapic_set_irr(l, vec, false);
+			vcpu_kick_for(v, PAUSE_REASON_TIMER);
+		}
+		if (!catchup) {
+			l->ticks_coalesced += l->timer_owed - !pending;
+			l->timer_owed = 0;
+		} else if (!pending) {
+			/* late: not the tick that fell due just now */
+			l->ticks_caught_up += l->timer_owed > 1 || !due;
+			l->timer_owed--;
+		}
+	}
+	if (l->timer_held)
+		l->timer_deadline_ns = l->timer_next_ns;
+	else if (!l->timer_owed)
+		timer_arm(v, l->timer_next_ns);
+	else if (!eoi)
+		timer_arm(v, l->timer_next_ns +
+			     (LAPIC_CATCHUP_FACTOR - 1) * p);
+}
+
+/* @v's lock held: a one-shot or TSC-deadline timer expired. */
+static void timer_oneshot_fire(struct vcpu *v)
+{
+	struct lapic *l = &v->lapic;
+
+	if (!(l->lvt[0] & APIC_LVT_MASKED)) {
+		lapic_set_irr(l, (uint8_t)l->lvt[0], false);
+		vcpu_kick_for(v, PAUSE_REASON_TIMER);
+	}
+	l->timer_deadline_ns = 0;
+	l->tsc_deadline = 0;
+	l->rearm_fired = true;
 }
 
 /* Housekeeping thread: @deadline_ns passed; stale unless it is still ours. */
@@ -42,30 +159,89 @@ static void lapic_timer_fire(struct hk_timer *t, uint64_t deadline_ns)
 {
 	struct lapic *l = container_of(t, struct lapic, timer);
 	struct vcpu *v = container_of(l, struct vcpu, lapic);
-	uint64_t now, next;
 
 	pthread_mutex_lock(&v->lock);
-	if (l->timer_deadline_ns == deadline_ns) {
-		if (!(l->lvt[0] & APIC_LVT_MASKED)) {
-			lapic_set_irr(l, (uint8_t)l->lvt[0], false);
-			vcpu_kick_for(v, PAUSE_REASON_TIMER);
-		}
+	if (l->timer_deadline_ns == deadline_ns && !l->timer_held) {
 		if (l->timer_period_ns) {
-			now = now_ns();
-			next = deadline_ns + l->timer_period_ns;
-			/* Late by whole periods: they coalesce in the IRR, as
-			 * on hardware, but the phase is kept (no drift). */
-			if (next <= now)
-				next += ((now - next) / l->timer_period_ns + 1) *
-					l->timer_period_ns;
-			l->timer_start_ns = next - l->timer_period_ns;
-			timer_arm(v, next);
+			timer_periodic_run(v, now_ns(), false);
 		} else {
-			l->timer_deadline_ns = 0;
-			l->tsc_deadline = 0;
+			timer_oneshot_fire(v);
 		}
 	}
 	pthread_mutex_unlock(&v->lock);
+}
+
+/*
+ * @v's lock held, @v not running or its own thread (nothing writes its
+ * LAPIC meanwhile): turn the periodic tick's host timer off. Nothing is
+ * delivered until lapic_timer_release(); a write that reprograms the
+ * timer ends the hold. Returns whether there was an unmasked periodic
+ * tick to hold; ticks still owed (CATCHUP) are never held back.
+ */
+bool lapic_timer_hold(struct vcpu *v)
+{
+	struct lapic *l = &v->lapic;
+
+	if ((!l->timer_period_ns && !(l->timer_tick_ns && l->timer_deadline_ns)) ||
+	    (l->lvt[0] & APIC_LVT_MASKED) || l->timer_held || l->timer_owed)
+		return false;
+	l->timer_held = true;
+	hk_timer_cancel(&l->timer);
+	return true;
+}
+
+/* @v's thread, lock held: the guest ended a timer interrupt; the next
+ * tick a CATCHUP owes goes in at once (one in service at a time). */
+void lapic_timer_eoi(struct vcpu *v)
+{
+	struct lapic *l = &v->lapic;
+
+	if (l->timer_period_ns && l->timer_owed && !l->timer_held)
+		timer_periodic_run(v, now_ns(), true);
+}
+
+/* @v's lock held: the ticks due since the hold, by the VM's policy. */
+void lapic_timer_release(struct vcpu *v)
+{
+	struct lapic *l = &v->lapic;
+	uint64_t now = now_ns();
+
+	if (!l->timer_held)
+		return;
+	l->timer_held = false;
+	if (!l->timer_period_ns) {
+		/* a re-armed tick: its one deadline, if it passed; what the
+		 * periods that passed become is the guest's own code's say */
+		if (now < l->timer_deadline_ns) {
+			timer_arm(v, l->timer_deadline_ns);
+			return;
+		}
+		l->ticks_held += (now - l->timer_deadline_ns) /
+				 l->timer_tick_ns + 1;
+		timer_oneshot_fire(v);
+		return;
+	}
+	if (now >= l->timer_next_ns)
+		l->ticks_held += (now - l->timer_next_ns) /
+				 l->timer_period_ns + 1;
+	timer_periodic_run(v, now, false);
+}
+
+const char *lapic_tick_policy_name(enum lapic_tick_policy p)
+{
+	static const char *const names[] = { "honour", "catchup", "discard" };
+
+	return names[p];
+}
+
+int lapic_tick_policy_parse(const char *s, enum lapic_tick_policy *p)
+{
+	for (int i = LAPIC_TICK_HONOUR; i <= LAPIC_TICK_DISCARD; i++)
+		if (!strcmp(s, lapic_tick_policy_name(i))) {
+			*p = i;
+			return 0;
+		}
+	return -1;
 }
 
 void lapic_timer_init(struct vcpu *v)
@@ -82,6 +258,7 @@ void lapic_timer_write_lvt(struct vcpu *v, uint32_t val)
 	l->lvt[0] = val & (0xff | APIC_LVT_MASKED | LVT_TIMER_MODE);
 	if (timer_mode(l) != old_mode) {
 		lapic_timer_stop(v);
+		timer_detect_tick(l, 0);
 		l->timer_icr = 0;
 	}
 }
@@ -95,15 +272,19 @@ void lapic_timer_write_icr(struct vcpu *v, uint32_t count)
 		return;
 	lapic_timer_stop(v);
 	l->timer_icr = count;
-	if (!count)
+	if (!count) {
+		timer_detect_tick(l, 0);
 		return;
+	}
 	period = (uint64_t)count * timer_divide(l) *
 		 (1000000000ull / GUEST_APIC_TIMER_HZ);
 	if (timer_mode(l) == APIC_LVT_TIMER_PERIODIC)
 		l->timer_period_ns = period < TIMER_MIN_PERIOD_NS ?
 				     TIMER_MIN_PERIOD_NS : period;
 	l->timer_start_ns = now_ns();
-	timer_arm(v, l->timer_start_ns + period);
+	l->timer_next_ns = l->timer_start_ns + period;
+	timer_detect_tick(l, l->timer_period_ns ? 0 : l->timer_next_ns);
+	timer_arm(v, l->timer_next_ns);
 }
 
 void lapic_timer_write_dcr(struct vcpu *v, uint32_t val)
@@ -118,11 +299,12 @@ uint32_t lapic_timer_read_ccr(struct vcpu *v)
 
 	if (timer_mode(l) == APIC_LVT_TIMER_TSCDEADLINE || !l->timer_deadline_ns)
 		return 0;
-	if (now < l->timer_deadline_ns) {
-		left = l->timer_deadline_ns - now;
-	} else if (l->timer_period_ns) {
+	if (l->timer_period_ns) { /* counts on through held and late ticks */
 		period = l->timer_period_ns;
-		left = period - (now - l->timer_start_ns) % period;
+		left = now < l->timer_next_ns ? l->timer_next_ns - now :
+		       period - (now - l->timer_next_ns) % period;
+	} else if (now < l->timer_deadline_ns) {
+		left = l->timer_deadline_ns - now;
 	} else {
 		return 0;
 	}
@@ -152,6 +334,7 @@ void lapic_timer_write_tsc_deadline(struct vcpu *v, uint64_t tsc)
 		return;
 	lapic_timer_stop(v);
 	l->tsc_deadline = tsc;
+	timer_detect_tick(l, tsc ? tsc_to_ns(l, tsc) : 0);
 	if (tsc)
 		timer_arm(v, tsc_to_ns(l, tsc));
 }
