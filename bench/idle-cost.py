@@ -11,6 +11,7 @@ tick keeps it), under four setups, interleaved in one run:
   vmm-sysidle       this VMM with --sysidle
   vmm-catchup       --sysidle --lapic-tick-policy catchup (--tick lapic only)
   vmm-discard       --sysidle --lapic-tick-policy discard (--tick lapic only)
+  baseline-sysidle  --baseline BUILD/vmm --sysidle (another revision)
   qemu-irqchip-on   QEMU, in-kernel LAPIC (kernel-irqchip=on)
   qemu-irqchip-off  QEMU, userspace LAPIC (kernel-irqchip=off)
 
@@ -58,7 +59,7 @@ def proc_ctxt(pid):
     return total
 
 
-def setups(build, image, want):
+def setups(build, image, want, baseline=None):
     vmm = os.path.join(build, "vmm")
     qemu = shutil.which("qemu-system-x86_64")
     out = {}
@@ -73,6 +74,12 @@ def setups(build, image, want):
         out["vmm-" + policy] = lambda n, app, p=policy: [
             vmm, "--control", "none", "--sysidle", "--lapic-tick-policy", p,
             "--cpus", str(n), "--append", app, image]
+    if baseline:
+        old = os.path.join(baseline, "vmm")
+        out["baseline-sysidle"] = lambda n, app: [
+            old, "--control", "none", "--sysidle", "--cpus", str(n),
+            "--append", app, image]
+        want = list(want) + ["baseline-sysidle"]
     if qemu:
         def q(n, app, chip, cpu):
             return [qemu, "-enable-kvm", "-smp", str(n), "-m", "256",
@@ -120,6 +127,9 @@ def measure(cmd, boot_timeout, settle, window):
 
 
 def main():
+    # SIGTERM unwinds like Ctrl-C, so measure() still kills the guest it
+    # started (its own session: nothing else would).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--hz", default="250,1000", help="tick rates (250,1000)")
@@ -138,6 +148,9 @@ def main():
                     "tick where the VMM offers it), lapic (a guest that never "
                     "heard of the pv tick: its own periodic LAPIC timer), or "
                     "both (default)")
+    ap.add_argument("--baseline", metavar="BUILD",
+                    help="also run BUILD/vmm --sysidle (a build of another "
+                    "revision) as baseline-sysidle, on the same image")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     try:
@@ -153,7 +166,10 @@ def main():
     ticks = args.tick.split(",")
     if not set(ticks) <= {"default", "lapic"}:
         ap.error("--tick takes default and/or lapic")
-    runs = setups(args.build, image, args.setups.split(","))
+    if args.baseline and not os.access(os.path.join(args.baseline, "vmm"),
+                                       os.X_OK):
+        ap.error(f"--baseline {args.baseline}: no vmm there")
+    runs = setups(args.build, image, args.setups.split(","), args.baseline)
     rows = []
     for tick in ticks:
         for hz in hzs:

@@ -194,6 +194,27 @@ def test_policy_sleep(tmp, policy, cpus, tick="lapic"):
           (what, wakes, sleep_s, HZ * sleep_s), json.dumps(tk))
 
 
+def test_oneshot_honoured(tmp, policy):
+    """A one-shot timer on the timekeeper that is no tick (idle.elf hz=0
+    sleep=2: one deadline, never re-armed) is never held back: the VM
+    leaves full idle on time, and no tick is held."""
+    log = os.path.join(tmp, "oneshot-%s.log" % policy)
+    rc, out, err = vmmtest.run(
+        ["--sysidle", "--sysidle-log", log, "--control", "none",
+         "--lapic-tick-policy", policy, "--append", "hz=0 sleep=2",
+         tool("idle.elf")], timeout=60)
+    lines = vmmtest.read_lines(log)
+    noted = [int(m.group(1)) for m in map(STATE.match, lines)
+             if m and m.group(3) == "FULL_NOTED"]
+    check(rc == 0 and "idle: woken by timer" in out and noted and
+          2000 <= noted[0] <= 2400 and
+          not any("held" in l for l in lines),
+          "idle.elf hz=0 sleep=2 (a one-shot, no tick), --lapic-tick-policy "
+          "%s: fully idle, then woken on time (at %s ms), nothing held" %
+          (policy, noted[0] if noted else "?"),
+          "exit %s\n%s%s\n%s" % (rc, out, err, "\n".join(lines)))
+
+
 def test_policy_lapicwait(policy):
     """pingpong mode=lapicwait: CPU 0 waits on its own ticks alone, every
     other CPU halts: the tick is held back, released by the backstop, and
@@ -257,6 +278,7 @@ def main():
             for cpus in [1, 4, 16]:
                 test_policy_sleep(tmp, policy, cpus)
             test_policy_sleep(tmp, policy, 4, "tscdeadline")
+            test_oneshot_honoured(tmp, policy)
             test_policy_lapicwait(policy)
         test_policy_burst(4)
     return vmmtest.finish()

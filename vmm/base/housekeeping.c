@@ -124,8 +124,40 @@ void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns)
 	pthread_mutex_unlock(&hk.lock);
 }
 
+/* Caller holds hk.lock: the host timer follows the earliest deadline
+ * even when that moved later, so no wake-up comes for a deadline that is
+ * gone (one timerfd_settime). */
+static void host_timer_follow(void)
+{
+	uint64_t first = hk.n ? hk.heap[0]->deadline_ns : UINT64_MAX;
+
+	if (first != hk.armed_ns && hk.timer_fd >= 0)
+		host_timer_set(first);
+}
+
+/* hk_timer_arm, and the host timer follows (host_timer_follow). */
+void hk_timer_arm_quiet(struct hk_timer *t, uint64_t deadline_ns)
+{
+	hk_timer_arm(t, deadline_ns);
+	pthread_mutex_lock(&hk.lock);
+	host_timer_follow();
+	pthread_mutex_unlock(&hk.lock);
+}
+
+/* hk_timer_cancel, and the host timer follows (host_timer_follow). */
+void hk_timer_cancel_quiet(struct hk_timer *t)
+{
+	pthread_mutex_lock(&hk.lock);
+	if (t->heap_idx != HK_NOT_QUEUED)
+		heap_remove(t);
+	host_timer_follow();
+	pthread_mutex_unlock(&hk.lock);
+}
+
 /* A cancelled timer that was the earliest leaves the host timer armed:
- * that one wake-up finds nothing due and re-arms to the next. */
+ * that one wake-up finds nothing due and re-arms to the next (cheaper
+ * than a timerfd_settime when a new deadline follows at once, as on a
+ * guest's re-arm; hk_timer_cancel_quiet otherwise). */
 void hk_timer_cancel(struct hk_timer *t)
 {
 	pthread_mutex_lock(&hk.lock);

@@ -26,6 +26,11 @@ struct hk_timer {
 void hk_timer_init(struct hk_timer *t, hk_fire_fn fire);
 void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns);
 void hk_timer_cancel(struct hk_timer *t);
+/* The same, and the host timer is moved off a deadline that is gone or
+ * later now (a syscall instead of an idle wake-up): for timers that stay
+ * off or move later for long. */
+void hk_timer_arm_quiet(struct hk_timer *t, uint64_t deadline_ns);
+void hk_timer_cancel_quiet(struct hk_timer *t);
 
 /* Hooks run on the housekeeping thread: @on_start once before its loop,
  * @on_kick after each housekeeping_kick() (several kicks may be seen as

@@ -3,13 +3,14 @@
  * The timekeeper vCPU (vCPU 0, --timekeeper N) and its tick: its pv tick
  * when that runs, else the guest's own LAPIC tick (tk_tick: periodic, or a
  * one-shot re-armed at a constant period), so that a guest that never
- * heard of the pv tick keeps its timekeeper idle too. Its state for the rule "a wake-up that only took its tick keeps it
- * idle" is one atomic, tk_state, written by the timekeeper's own thread:
- * TK_HALTED, TK_BUSY, or the start time of a tick-only window. A wake-up
- * with only the tick's vector pending opens a window; the window closes at
- * the next HLT if that comes within one tick period and nothing but the
- * tick's own exits (EOI, the MISSED read, a re-armed tick's re-arm,
- * interrupt-window and signal exits) happened and no other vector was injected. Anything else, and a
+ * heard of the pv tick keeps its timekeeper idle too. Its state for the
+ * rule "a wake-up that only took its tick keeps it idle" is one atomic,
+ * tk_state, written by the timekeeper's own thread: TK_HALTED, TK_BUSY, or
+ * the start time of a tick-only window. A wake-up with only the tick's
+ * vector pending opens a window; the window closes at the next HLT if that
+ * comes within one tick period and nothing but the tick's own exits (EOI,
+ * the MISSED read, a re-armed tick's re-arm, interrupt-window and signal
+ * exits) happened and no other vector was injected. Anything else, and a
  * window still open after a period, makes it TK_BUSY. A LAPIC tick keeps
  * firing in full idle (it is the guest's own timer: honoured), so its
  * windows are aged by the timekeeper's own exits too, not only by the
@@ -75,9 +76,10 @@ bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period)
 
 /*
  * The timekeeper @v, lock held, not running (idle_stop): may its tick be
- * held back for the full-idle period? Only the guest's own periodic LAPIC
- * tick, and only under --lapic-tick-policy catchup or discard; a pv tick
- * is suspended instead (pvtick_suspend), any other timer is honoured.
+ * held back for the full-idle period? Only the guest's own LAPIC tick
+ * (periodic or re-armed), and only under --lapic-tick-policy catchup or
+ * discard; a pv tick is suspended instead (pvtick_suspend), any other
+ * timer is honoured.
  */
 bool tk_tick_holdable(const struct vcpu *v)
 {
@@ -109,7 +111,8 @@ void tk_halt(struct vcpu *v, bool plain, uint64_t now)
 				      memory_order_relaxed);
 	/* seq_cst store: pairs with idle_step()'s loads. */
 	atomic_store(&idle.tk_state, TK_HALTED);
-	/* Fully idle with a catch-up that ended since: hold the tick now. */
+	/* Still fully idle after a release (the max-hold backstop, or a
+	 * catch-up that owed ticks): hold the tick again. */
 	if (idle.tk_hold)
 		lapic_timer_hold(v);
 }
@@ -192,9 +195,9 @@ void tk_exit(struct vcpu *v)
 /*
  * Any vCPU thread, lock held, about to inject @vector: on the timekeeper,
  * in a tick-only window, only the tick's vector. A late tick a CATCHUP
- * still delivers (more owed after it) moves the window's start on by the
- * catch-up gap: a burst of them is one window, as long as the guest
- * spends no more than that gap on each.
+ * still delivers (more owed after it) moves the window's start on by
+ * 1/LAPIC_CATCHUP_FACTOR of a period: a burst of them is one window, as
+ * long as the guest spends no more than that on each.
  */
 void tk_inject(struct vcpu *v, int vector)
 {

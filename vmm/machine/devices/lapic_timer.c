@@ -94,17 +94,17 @@ static enum lapic_tick_policy tick_policy(const struct vcpu *v)
  * @v's lock held, periodic mode, at @now: account the ticks due (from
  * timer_next_ns on), deliver one if any is owed, and arm the host timer
  * for the next tick. While CATCHUP owes ticks, the guest's EOIs deliver
- * them (lapic_timer_eoi, @eoi true) and the host timer is only a fallback,
- * LAPIC_CATCHUP_FACTOR periods on, so a burst of late ticks costs no host
- * timer wake-up per period; the EOI that pays the last one re-arms it for
- * the next tick. A tick whose vector is still pending in the IRR coalesces
+ * them (lapic_timer_eoi) and the host timer is only a fallback, moved on
+ * to LAPIC_CATCHUP_FACTOR periods after the next tick as the grid moves,
+ * so a burst of late ticks costs no host timer wake-up; the EOI that pays
+ * the last one re-arms it for the next tick. A tick whose vector is still pending in the IRR coalesces
  * with it (HONOUR, DISCARD: as on hardware) or stays owed (CATCHUP); a
  * masked LVT drops it.
  */
-static void timer_periodic_run(struct vcpu *v, uint64_t now, bool eoi)
+static void timer_periodic_run(struct vcpu *v, uint64_t now)
 {
 	struct lapic *l = &v->lapic;
-	uint64_t p = l->timer_period_ns, due = 0;
+	uint64_t p = l->timer_period_ns, due = 0, fallback;
 	uint8_t vec = (uint8_t)l->lvt[0];
 	bool catchup = tick_policy(v) == LAPIC_TICK_CATCHUP, pending;
 
@@ -131,13 +131,16 @@ static void timer_periodic_run(struct vcpu *v, uint64_t now, bool eoi)
 			l->timer_owed--;
 		}
 	}
-	if (l->timer_held)
+	fallback = l->timer_next_ns + (LAPIC_CATCHUP_FACTOR - 1) * p;
+	if (l->timer_held) {
 		l->timer_deadline_ns = l->timer_next_ns;
-	else if (!l->timer_owed)
+	} else if (!l->timer_owed) {
 		timer_arm(v, l->timer_next_ns);
-	else if (!eoi)
-		timer_arm(v, l->timer_next_ns +
-			     (LAPIC_CATCHUP_FACTOR - 1) * p);
+	} else if (fallback != l->timer_deadline_ns) {
+		/* later than before (the grid moved on): moved quietly */
+		l->timer_deadline_ns = fallback;
+		hk_timer_arm_quiet(&l->timer, fallback);
+	}
 }
 
 /* @v's lock held: a one-shot or TSC-deadline timer expired. */
@@ -163,7 +166,7 @@ static void lapic_timer_fire(struct hk_timer *t, uint64_t deadline_ns)
 	pthread_mutex_lock(&v->lock);
 	if (l->timer_deadline_ns == deadline_ns && !l->timer_held) {
 		if (l->timer_period_ns) {
-			timer_periodic_run(v, now_ns(), false);
+			timer_periodic_run(v, now_ns());
 		} else {
 			timer_oneshot_fire(v);
 		}
@@ -186,7 +189,7 @@ bool lapic_timer_hold(struct vcpu *v)
 	    (l->lvt[0] & APIC_LVT_MASKED) || l->timer_held || l->timer_owed)
 		return false;
 	l->timer_held = true;
-	hk_timer_cancel(&l->timer);
+	hk_timer_cancel_quiet(&l->timer); /* off for long: no wake-up for it */
 	return true;
 }
 
@@ -197,7 +200,7 @@ void lapic_timer_eoi(struct vcpu *v)
 	struct lapic *l = &v->lapic;
 
 	if (l->timer_period_ns && l->timer_owed && !l->timer_held)
-		timer_periodic_run(v, now_ns(), true);
+		timer_periodic_run(v, now_ns());
 }
 
 /* @v's lock held: the ticks due since the hold, by the VM's policy. */
@@ -224,7 +227,7 @@ void lapic_timer_release(struct vcpu *v)
 	if (now >= l->timer_next_ns)
 		l->ticks_held += (now - l->timer_next_ns) /
 				 l->timer_period_ns + 1;
-	timer_periodic_run(v, now, false);
+	timer_periodic_run(v, now);
 }
 
 const char *lapic_tick_policy_name(enum lapic_tick_policy p)
