@@ -97,9 +97,9 @@ static enum lapic_tick_policy tick_policy(const struct vcpu *v)
  * them (lapic_timer_eoi) and the host timer is only a fallback, moved on
  * to LAPIC_CATCHUP_FACTOR periods after the next tick as the grid moves,
  * so a burst of late ticks costs no host timer wake-up; the EOI that pays
- * the last one re-arms it for the next tick. A tick whose vector is still pending in the IRR coalesces
- * with it (HONOUR, DISCARD: as on hardware) or stays owed (CATCHUP); a
- * masked LVT drops it.
+ * the last one re-arms it for the next tick. A tick whose vector is still
+ * pending in the IRR coalesces with it (HONOUR, DISCARD: as on hardware)
+ * or stays owed (CATCHUP); a masked LVT drops it.
  */
 static void timer_periodic_run(struct vcpu *v, uint64_t now)
 {
@@ -176,17 +176,21 @@ static void lapic_timer_fire(struct hk_timer *t, uint64_t deadline_ns)
 
 /*
  * @v's lock held, @v not running or its own thread (nothing writes its
- * LAPIC meanwhile): turn the periodic tick's host timer off. Nothing is
- * delivered until lapic_timer_release(); a write that reprograms the
- * timer ends the hold. Returns whether there was an unmasked periodic
- * tick to hold; ticks still owed (CATCHUP) are never held back.
+ * LAPIC meanwhile): turn the tick's host timer off (periodic, or a
+ * one-shot seen re-armed as a tick). Nothing is delivered until
+ * lapic_timer_release(); a write that reprograms the timer ends the hold.
+ * Returns whether there was an unmasked tick to hold; ticks still owed
+ * (CATCHUP) are never held back.
  */
 bool lapic_timer_hold(struct vcpu *v)
 {
 	struct lapic *l = &v->lapic;
 
-	if ((!l->timer_period_ns && !(l->timer_tick_ns && l->timer_deadline_ns)) ||
-	    (l->lvt[0] & APIC_LVT_MASKED) || l->timer_held || l->timer_owed)
+	bool tick = l->timer_period_ns ||
+		    (l->timer_tick_ns && l->timer_deadline_ns);
+
+	if (!tick || (l->lvt[0] & APIC_LVT_MASKED) || l->timer_held ||
+	    l->timer_owed)
 		return false;
 	l->timer_held = true;
 	hk_timer_cancel_quiet(&l->timer); /* off for long: no wake-up for it */
