@@ -59,6 +59,9 @@ PATHS = (("timer", "sleep"), ("serial", "echo"), ("ipi", "ipiwake"))
 SETUPS = ("vmm", "vmm-quiet", "vmm-sysidle")
 
 
+LIVE = set()  # Runs whose process may still be running
+
+
 class Run:
     """One VMM process, its stdout read with a deadline."""
 
@@ -67,6 +70,7 @@ class Run:
                                   stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE,
                                   start_new_session=True)
+        LIVE.add(self)
         self.deadline = time.monotonic() + timeout
         self.out = b""
         self.hung = False
@@ -117,6 +121,7 @@ class Run:
                 pass
             out, err = self.p.communicate()
         self.out += out or b""
+        LIVE.discard(self)
         return (None if self.hung else self.p.returncode,
                 self.out.decode(errors="replace"),
                 (err or b"").decode(errors="replace"))
@@ -359,7 +364,27 @@ def print_table(a, det, wk):
               "goal <= 1.10 at p50 and p99")
 
 
+def kill_live():
+    """Each guest runs in its own session: nothing else would stop it."""
+    for r in list(LIVE):
+        try:
+            os.killpg(r.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        r.p.wait()
+    LIVE.clear()
+
+
 def main():
+    # SIGTERM unwinds like Ctrl-C, so kill_live() still runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return measure_all()
+    finally:
+        kill_live()
+
+
+def measure_all():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build",
                     help="meson build directory (default: build)")

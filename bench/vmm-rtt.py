@@ -65,6 +65,12 @@ def run_one(cmd, ok_status, timeout):
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
         return None, "hung"
+    finally:
+        # Ctrl-C or SIGTERM: the guest runs in its own session, so
+        # nothing else would stop it.
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
     m = RESULT.search(out)
     if p.returncode != ok_status or not m:
         tail = out.strip().splitlines()[-1:] or ["(no output)"]
@@ -73,6 +79,8 @@ def run_one(cmd, ok_status, timeout):
 
 
 def main():
+    # SIGTERM unwinds like Ctrl-C, so run_one() still kills its guest.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build",
                     help="meson build directory (default: build)")
