@@ -211,6 +211,7 @@ enum tick_kind { TICK_NONE, TICK_LAPIC, TICK_PV, TICK_TSCDL };
 extern volatile u64 jiffies;     /* ticks elapsed since tick_start() */
 extern volatile u64 tick_taken;  /* tick interrupts handled */
 extern volatile u64 tick_missed; /* pv: sum of the MISSED counts folded in */
+extern volatile u64 tick_last_tsc; /* TSC when the last tick was taken */
 extern enum tick_kind tick_kind;
 extern u32 tick_hz;
 extern u32 tick_cpu;        /* the CPU that called tick_start() */

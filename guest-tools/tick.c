@@ -24,6 +24,7 @@
 volatile u64 jiffies;
 volatile u64 tick_taken;  /* tick interrupts handled */
 volatile u64 tick_missed; /* sum of MSR_SYSIDLE_PVTICK_MISSED reads */
+volatile u64 tick_last_tsc; /* TSC when the last tick was taken */
 enum tick_kind tick_kind = TICK_NONE;
 u32 tick_hz;
 u32 tick_cpu;
@@ -34,6 +35,7 @@ static void tick_lapic_handler(struct irq_frame *f)
 	(void)f;
 	jiffies++;
 	tick_taken++;
+	tick_last_tsc = rdtsc();
 }
 
 /* tick=tscdeadline: the tick as Linux keeps it on a one-shot-only clock
@@ -48,6 +50,7 @@ static void tick_tscdl_handler(struct irq_frame *f)
 
 	(void)f;
 	tick_taken++;
+	tick_last_tsc = now;
 	do {
 		jiffies++;
 		tscdl_next += tscdl_period;
@@ -71,6 +74,7 @@ static void tick_pv_handler(struct irq_frame *f)
 	jiffies += 1 + missed;
 	tick_missed += missed;
 	tick_taken++;
+	tick_last_tsc = rdtsc();
 }
 
 bool tick_pv_available(void)

@@ -112,7 +112,7 @@ def stats_of(path):
 
 REPORT = re.compile(r"^idle: woken by (\w+): jiffies=(\d+) expected=(\d+)$", re.M)
 SINCE = re.compile(r"(\d+) ticks taken, \d+ missed, (\d+) ms since tick start, "
-                   r"(\d+) ms waited")
+                   r"expected as of (\d+) ms, (\d+) ms waited")
 
 
 def test_policy_sleep(tmp, policy, cpus, tick="lapic"):
@@ -141,16 +141,18 @@ def test_policy_sleep(tmp, policy, cpus, tick="lapic"):
     if rep is None or since is None or st is None:
         return
     j, e = int(rep.group(2)), int(rep.group(3))
-    ms, waited = int(since.group(2)), int(since.group(3))
+    ms, asof, waited = (int(since.group(2)), int(since.group(3)),
+                        int(since.group(4)))
     v0, tk = st["vcpus"][0], st["sysidle"]
     # The sleep's end: on time where another CPU's one-shot timer serves
     # it (a loaded host: 300 ms), else on the tick, released at the
     # latest by the backstop. The TSC time and the jiffies it expects
-    # agree (E = floor(ms * hz)); the wait for late ticks is the report's.
+    # agree (E = floor(ms * hz) as of the last tick taken); the wait for
+    # late ticks is the report's.
     late = int(1000 * hold) + 300 if cpus == 1 else 300
     woke = ms - waited
     check(sleep_s * 1000 <= woke + 1 and woke <= sleep_s * 1000 + late and
-          waited <= 2000 and abs(e - ms * HZ // 1000) <= 1,
+          waited <= 2000 and asof <= ms and abs(e - asof * HZ // 1000) <= 1,
           "%s: woke %d ms after the tick started (sleep %d ms, at most %d "
           "late), then waited %d ms for late ticks; TSC time and expected "
           "jiffies agree" % (what, woke, sleep_s * 1000, late, waited), out)
@@ -170,20 +172,24 @@ def test_policy_sleep(tmp, policy, cpus, tick="lapic"):
     elif policy == "catchup":
         check(rc == 0 and "idle: jiffies ok" in out and
               v0["lapic_ticks_caught_up"] >= v0["lapic_ticks_held"] * 2 // 3
-              and v0["lapic_ticks_coalesced"] <= HZ * sleep_s // 10,
+              and v0["lapic_ticks_coalesced"] == 0,
               "%s: jiffies exact once caught up (%d of %d, %d late ticks "
               "delivered)" % (what, j, e, v0["lapic_ticks_caught_up"]),
               "exit %s\n%s%s" % (rc, out, json.dumps(v0)))
     else:
-        # Each hold ends in one tick: the shortfall is the held ticks less
-        # one per hold (a few: releases by the backstop and the wake-up).
+        # Each hold ends in one tick: the VMM merged the held ticks but one
+        # per hold (a few: releases by the backstop and the wake-up), and
+        # the guest, which counts ticks, is short by about as many (its
+        # count is as of its last tick; held ticks after that count in the
+        # VMM's figure only).
         holds = tk["lapic_tick_hold_releases"] + tk["tick_restarts"] + 1
-        check(rc == 1 and e - j >= v0["lapic_ticks_held"] - holds - 2 and
-              e - j <= v0["lapic_ticks_held"] + 2 and
+        held, merged = v0["lapic_ticks_held"], v0["lapic_ticks_coalesced"]
+        check(rc == 1 and held - holds - 2 <= merged <= held and
+              e - j >= HZ * (sleep_s - 1) * 2 // 3 and e - j <= held + 2 and
               "idle: jiffies off by %d" % (j - e) in out,
-              "%s: jiffies short by the ticks held back less one per hold "
-              "(%d short, %d held, %d holds), exit 1" %
-              (what, e - j, v0["lapic_ticks_held"], holds),
+              "%s: %d held ticks merged into one per hold (%d merged, %d "
+              "holds); jiffies short by %d, exit 1" %
+              (what, held, merged, holds, e - j),
               "exit %s\n%s%s" % (rc, out, json.dumps(st)))
     # While fully idle the host timer wakes about once per hold, not per
     # tick: the whole run (boot, the wake-up, the catch-up) stays far below
