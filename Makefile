@@ -4,13 +4,16 @@
 #   make test   install what is missing, build, run every test: plain,
 #               under ASan+UBSan, and the threaded parts (the library's
 #               stress test, the VMM, the libvirt bridge) under TSan
+#   make conformance  every kvm-unit-tests section under the VMM, plain
+#               and with --sysidle, one line each (long: sections that
+#               hang run to their timeout)
 #   make bench  build and run the benchmarks
 BUILD ?= build
 MESON_OPTS ?=
 ASAN_OPTS := -Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all -Dmodel=false
 TSAN_OPTS := -Db_sanitize=thread -Dmodel=false
 
-.PHONY: all deps build run run-library test bench clean
+.PHONY: all deps build run run-library test conformance bench clean
 
 all: build
 
@@ -44,6 +47,10 @@ test: deps
 	-meson test -C $(BUILD)-asan --print-errorlogs
 	-meson test -C $(BUILD)-tsan --suite threads --suite vmm --suite libvirt --print-errorlogs
 	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+
+conformance: build
+	-python3 tests/conformance/kut_run.py --vmm $(BUILD)/vmm
+	-python3 tests/conformance/kut_run.py --vmm $(BUILD)/vmm --sysidle
 
 bench: build
 	./$(BUILD)/sysidle-bench

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""The conformance runner on a made-up suite: this project's own test
+guests stand in for kvm-unit-tests kernels, so every verdict and skip
+reason of kut_run.py is checked without the real suite.
+
+usage: test_kut_run.py VMM GUEST_DIR
+Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm)."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+VMM, GUESTS = sys.argv[1], sys.argv[2]
+RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kut_run.py")
+n = failed = 0
+
+CFG = """\
+# comment
+[pass]
+file = hello.flat
+
+[code1]
+file = hello.flat
+test_args = 'exit=1'
+
+[selfskip]
+file = hello.flat
+test_args = "exit=77"
+
+[triple]
+file = triple.flat
+
+[hang]
+file = spin.flat
+timeout = 1s
+
+[nodef]
+file = hello.flat
+groups = vmexit nodefault
+
+[i386]
+file = hello.flat
+arch = i386
+
+[tcg]
+file = hello.flat
+accel = tcg
+
+[checkno]
+file = hello.flat
+check = /nonexistent/param=Y
+
+[missing]
+file = absent.flat
+
+[params]
+file = hello.flat
+qemu_params = -cpu max,+vmx -m 64 -machine pit=off
+"""
+
+EXPECT = {
+    "pass": ("PASS", ""),
+    "code1": ("FAIL", "exit 1"),
+    "selfskip": ("SKIP", "skipped itself"),
+    "triple": ("FAIL", "vmm: triple fault (123)"),
+    "hang": ("TIMEOUT", "after 1 s"),
+    "nodef": ("SKIP", "nodefault group"),
+    "i386": ("SKIP", "arch i386"),
+    "tcg": ("SKIP", "accel tcg"),
+    "checkno": ("SKIP", "check: /nonexistent/param absent"),
+    "missing": ("SKIP", "not built: x86/absent.flat"),
+    "params": ("PASS", "not applied: -cpu max,+vmx -machine pit=off"),
+}
+
+
+def check(ok, what, detail=""):
+    global n, failed
+    n += 1
+    print(f"{'ok' if ok else 'not ok'} {n} - {what}")
+    if not ok:
+        failed += 1
+        for line in str(detail).splitlines()[-30:]:
+            print("#   " + line)
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, RUNNER, "--vmm", VMM] + list(args),
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def main():
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        print("# /dev/kvm not usable: skipped")
+        return 77
+    with tempfile.TemporaryDirectory() as suite:
+        x86 = os.path.join(suite, "x86")
+        os.mkdir(x86)
+        with open(os.path.join(x86, "unittests.cfg"), "w") as f:
+            f.write(CFG)
+        for g in ["hello", "triple", "spin"]:
+            os.symlink(os.path.join(os.path.abspath(GUESTS), g + ".elf"),
+                       os.path.join(x86, g + ".flat"))
+        rc, out, err = run("--suite", suite)
+        for name, (verdict, detail) in EXPECT.items():
+            m = re.search(r"^(\S+)\s+%s\s+[\d.]+ s  (.*)$" % re.escape(name),
+                          out, re.M)
+            check(m is not None and m.group(1) == verdict and
+                  detail in m.group(2),
+                  f"section {name}: {verdict} ({detail or 'exit 0'})", out + err)
+        check(rc == 1 and "# kvm-unit-tests: 2 pass, 2 fail, 1 timeout, "
+              "6 skip, of 11 sections" in out,
+              "the whole table: exit 1 (failures), summary counts", out)
+        with open(os.path.join(suite, "must.txt"), "w") as f:
+            f.write("# must pass\npass\nnodef  # named: runs\n")
+        rc, out, err = run("--suite", suite, "--expected",
+                           os.path.join(suite, "must.txt"), "--sysidle")
+        check(rc == 0 and out.startswith("1..2\n") and
+              "ok 1 - pass --sysidle: PASS" in out and
+              "ok 2 - nodef --sysidle: PASS" in out,
+              "--expected: TAP, listed nodefault sections run, --sysidle "
+              "passed on", out + err)
+        with open(os.path.join(suite, "must.txt"), "a") as f:
+            f.write("code1\nselfskip\n")
+        rc, out, err = run("--suite", suite, "--expected",
+                           os.path.join(suite, "must.txt"))
+        check(rc == 1 and "not ok 3 - code1: FAIL" in out and
+              "not ok 4 - selfskip: SKIP" in out,
+              "--expected: a listed section that fails or skips fails", out)
+        rc, out, err = run("--suite", suite, "--only", "pass,nosuch")
+        check(rc == 1 and "no such section: nosuch" in err,
+              "--only with an unknown section: exit 1, named", out + err)
+        rc, out, err = run("--suite", os.path.join(suite, "absent"))
+        check(rc == 77 and "not found" in out and "skipped" in out,
+              "no suite: exit 77, says it skipped", out + err)
+    print(f"1..{n}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
