@@ -135,6 +135,11 @@ def main():
         rc, out, err = run("--suite", os.path.join(suite, "absent"))
         check(rc == 77 and "not found" in out and "skipped" in out,
               "no suite: exit 77, says it skipped", out + err)
+        rc, out, err = run("--suite", os.path.join(suite, "absent"),
+                           "--expected", os.path.join(suite, "must.txt"))
+        check(rc == 0 and out.startswith("1..0 # SKIP kvm-unit-tests not "
+                                         "found"),
+              "no suite, TAP: 1..0 # SKIP with the reason", out + err)
     print(f"1..{n}")
     return 1 if failed else 0
 
