@@ -15,10 +15,11 @@ What the VMM cannot apply (-cpu models and flags, -device, -machine) is
 listed in the line, not silently dropped.
 
 The guest's code (written to the isa-debug-exit port, returned by the VMM
-as its exit status; QEMU returns it as (code << 1) | 1): 0 PASS, 77 SKIP,
-other codes below 120 FAIL; the VMM's own statuses are named (120 usage,
-121 image, 122 KVM, 123 triple fault, 124 emulation failure; 128+N signal),
-and a run past its timeout is TIMEOUT.
+as its exit status; QEMU returns it as (code << 1) | 1, which is why the
+suite writes 77 >> 1 for a skip and 127 >> 1 for an abort): 0 PASS, 38
+SKIP, 63 FAIL (aborted), other codes below 120 FAIL; the VMM's own
+statuses are named (120 usage, 121 image, 122 KVM, 123 triple fault, 124
+emulation failure; 128+N signal), and a run past its timeout is TIMEOUT.
 
   --expected FILE  run only the sections listed there (one per line, #
                    comments): they must pass; TAP output, exit 1 when one
@@ -42,6 +43,11 @@ import sys
 import time
 
 DEFAULT_TIMEOUT = 90.0
+# The suite writes its status shifted right by one, so that QEMU's
+# (code << 1) | 1 gives the harness 77 (skip) and 127 (abort); this VMM
+# returns the code as written.
+KUT_SKIP = 77 >> 1
+KUT_ABORT = 127 >> 1
 VMM_STATUS = {120: "usage error", 121: "bad image", 122: "KVM failure",
               123: "triple fault", 124: "emulation failure",
               125: "stats not written"}
@@ -196,8 +202,10 @@ def run_section(vmm, suite, sec, sysidle):
         return "TIMEOUT", f"after {timeout:.0f} s; {note}", secs, text
     if rc == 0:
         return "PASS", note, secs, text
-    if rc == 77:
+    if rc == KUT_SKIP:
         return "SKIP", "the test skipped itself; " + note, secs, text
+    if rc == KUT_ABORT:
+        return "FAIL", "the test aborted; " + note, secs, text
     if rc in VMM_STATUS:
         return "FAIL", f"vmm: {VMM_STATUS[rc]} ({rc}); {note}", secs, text
     if rc < 0 or rc >= 128:

@@ -27,7 +27,11 @@ test_args = 'exit=1'
 
 [selfskip]
 file = hello.flat
-test_args = "exit=77"
+test_args = "exit=38"
+
+[abort]
+file = hello.flat
+test_args = exit=63
 
 [triple]
 file = triple.flat
@@ -64,6 +68,7 @@ EXPECT = {
     "pass": ("PASS", ""),
     "code1": ("FAIL", "exit 1"),
     "selfskip": ("SKIP", "skipped itself"),
+    "abort": ("FAIL", "the test aborted"),
     "triple": ("FAIL", "vmm: triple fault (123)"),
     "hang": ("TIMEOUT", "after 1 s"),
     "nodef": ("SKIP", "nodefault group"),
@@ -110,8 +115,8 @@ def main():
             check(m is not None and m.group(1) == verdict and
                   detail in m.group(2),
                   f"section {name}: {verdict} ({detail or 'exit 0'})", out + err)
-        check(rc == 1 and "# kvm-unit-tests: 2 pass, 2 fail, 1 timeout, "
-              "6 skip, of 11 sections" in out,
+        check(rc == 1 and "# kvm-unit-tests: 2 pass, 3 fail, 1 timeout, "
+              "6 skip, of 12 sections" in out,
               "the whole table: exit 1 (failures), summary counts", out)
         with open(os.path.join(suite, "must.txt"), "w") as f:
             f.write("# must pass\npass\nnodef  # named: runs\n")
