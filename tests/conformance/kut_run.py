@@ -111,6 +111,9 @@ def qemu_args(sec):
         elif w == "-append":
             append = arg
             i += 2
+        elif w == "-enable-kvm" or (w in ("-accel", "-machine") and
+                                    arg in ("kvm", "accel=kvm")):
+            i += 1 if w == "-enable-kvm" else 2  # KVM is all this VMM is
         elif w.startswith("-") and arg and not arg.startswith("-"):
             dropped.append(w + " " + arg)
             i += 2

@@ -61,7 +61,7 @@ file = absent.flat
 
 [params]
 file = hello.flat
-qemu_params = -cpu max,+vmx -m 64 -machine pit=off
+qemu_params = -enable-kvm -cpu max,+vmx -m 64 -machine pit=off -accel kvm
 """
 
 EXPECT = {
@@ -115,6 +115,11 @@ def main():
             check(m is not None and m.group(1) == verdict and
                   detail in m.group(2),
                   f"section {name}: {verdict} ({detail or 'exit 0'})", out + err)
+        line = re.search(r"^PASS\s+params\s.*$", out, re.M)
+        check(line is not None and line.group(0).endswith("pit=off") and
+              "kvm" not in line.group(0),
+              "section params: -enable-kvm and -accel kvm are what the VMM "
+              "is, not listed as not applied", out)
         check(rc == 1 and "# kvm-unit-tests: 2 pass, 3 fail, 1 timeout, "
               "6 skip, of 12 sections" in out,
               "the whole table: exit 1 (failures), summary counts", out)
