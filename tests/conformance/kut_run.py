@@ -161,7 +161,7 @@ def smp_of(sec):
 
 
 def run_section(vmm, suite, sec, sysidle):
-    """Returns (verdict, detail, seconds)."""
+    """Returns (verdict, detail, seconds, the section's output)."""
     mem, dropped, append = qemu_args(sec)
     args = unquote(sec.get("test_args", ""))
     if append is not None:

@@ -13,8 +13,10 @@ import sys
 import tempfile
 
 VMM, GUESTS = sys.argv[1], sys.argv[2]
-RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kut_run.py")
-n = failed = 0
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNNER = os.path.join(HERE, "kut_run.py")
+sys.path.insert(0, os.path.join(HERE, ".."))
+from tap import check, finish  # noqa: E402 (the tests' reporter)
 
 CFG = """\
 # comment
@@ -80,16 +82,6 @@ EXPECT = {
 }
 
 
-def check(ok, what, detail=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if ok else 'not ok'} {n} - {what}")
-    if not ok:
-        failed += 1
-        for line in str(detail).splitlines()[-30:]:
-            print("#   " + line)
-
-
 def run(*args):
     p = subprocess.run([sys.executable, RUNNER, "--vmm", VMM] + list(args),
                        capture_output=True, text=True, timeout=120)
@@ -150,8 +142,7 @@ def main():
         check(rc == 0 and out.startswith("1..0 # SKIP kvm-unit-tests not "
                                          "found"),
               "no suite, TAP: a skip-all plan (1..0, SKIP) with the reason", out + err)
-    print(f"1..{n}")
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -106,10 +106,10 @@ void hk_timer_init(struct hk_timer *t, hk_fire_fn fire)
 	t->fire = fire;
 }
 
-/* Any thread; @t's owner serialises arm/cancel of @t (its vCPU lock). */
-void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns)
+/* hk.lock held: @t (re)queued at @deadline_ns; the host timer moves when
+ * that is earlier. */
+static void timer_arm_locked(struct hk_timer *t, uint64_t deadline_ns)
 {
-	pthread_mutex_lock(&hk.lock);
 	if (t->heap_idx == HK_NOT_QUEUED && hk.n < hk.max) {
 		t->heap_idx = hk.n;
 		hk.heap[hk.n++] = t;
@@ -121,7 +121,6 @@ void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns)
 		if (deadline_ns < hk.armed_ns && hk.timer_fd >= 0)
 			host_timer_set(deadline_ns);
 	}
-	pthread_mutex_unlock(&hk.lock);
 }
 
 /* Caller holds hk.lock: the host timer follows the earliest deadline
@@ -135,21 +134,19 @@ static void host_timer_follow(void)
 		host_timer_set(first);
 }
 
-/* hk_timer_arm, and the host timer follows (host_timer_follow). */
-void hk_timer_arm_quiet(struct hk_timer *t, uint64_t deadline_ns)
+/* Any thread; @t's owner serialises arm/cancel of @t (its vCPU lock).
+ * _quiet: the host timer also follows (host_timer_follow). */
+void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns)
 {
-	hk_timer_arm(t, deadline_ns);
 	pthread_mutex_lock(&hk.lock);
-	host_timer_follow();
+	timer_arm_locked(t, deadline_ns);
 	pthread_mutex_unlock(&hk.lock);
 }
 
-/* hk_timer_cancel, and the host timer follows (host_timer_follow). */
-void hk_timer_cancel_quiet(struct hk_timer *t)
+void hk_timer_arm_quiet(struct hk_timer *t, uint64_t deadline_ns)
 {
 	pthread_mutex_lock(&hk.lock);
-	if (t->heap_idx != HK_NOT_QUEUED)
-		heap_remove(t);
+	timer_arm_locked(t, deadline_ns);
 	host_timer_follow();
 	pthread_mutex_unlock(&hk.lock);
 }
@@ -157,12 +154,22 @@ void hk_timer_cancel_quiet(struct hk_timer *t)
 /* A cancelled timer that was the earliest leaves the host timer armed:
  * that one wake-up finds nothing due and re-arms to the next (cheaper
  * than a timerfd_settime when a new deadline follows at once, as on a
- * guest's re-arm; hk_timer_cancel_quiet otherwise). */
+ * guest's re-arm). _quiet: the host timer follows, for a timer that
+ * stays off. */
 void hk_timer_cancel(struct hk_timer *t)
 {
 	pthread_mutex_lock(&hk.lock);
 	if (t->heap_idx != HK_NOT_QUEUED)
 		heap_remove(t);
+	pthread_mutex_unlock(&hk.lock);
+}
+
+void hk_timer_cancel_quiet(struct hk_timer *t)
+{
+	pthread_mutex_lock(&hk.lock);
+	if (t->heap_idx != HK_NOT_QUEUED)
+		heap_remove(t);
+	host_timer_follow();
 	pthread_mutex_unlock(&hk.lock);
 }
 
