@@ -49,8 +49,12 @@ test: deps
 	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan
 
 conformance: build
-	-python3 tests/conformance/kut_run.py --vmm $(BUILD)/vmm
-	-python3 tests/conformance/kut_run.py --vmm $(BUILD)/vmm --sysidle
+	-python3 tests/conformance/kut_run.py --vmm $(BUILD)/vmm \
+		| tee $(BUILD)/conformance-plain.txt
+	-python3 tests/conformance/kut_run.py --vmm $(BUILD)/vmm --sysidle \
+		| tee $(BUILD)/conformance-sysidle.txt
+	python3 tests/conformance/kut_table.py $(BUILD)/conformance-plain.txt \
+		$(BUILD)/conformance-sysidle.txt
 
 bench: build
 	./$(BUILD)/sysidle-bench

@@ -88,6 +88,35 @@ def run(*args):
     return p.returncode, p.stdout, p.stderr
 
 
+def table_checks(suite, plain_out):
+    """kut_table.py on the table above, a --sysidle variant of it where
+    section pass failed, and a made-up QEMU baseline."""
+    plain = os.path.join(suite, "plain.txt")
+    sysidle = os.path.join(suite, "sysidle.txt")
+    base = os.path.join(suite, "baseline.txt")
+    with open(plain, "w") as f:
+        f.write(plain_out)
+    with open(sysidle, "w") as f:
+        f.write(re.sub(r"^PASS(\s+pass\s)", r"FAIL\1", plain_out,
+                       flags=re.M))
+    with open(base, "w") as f:
+        f.write("# QEMU\npass PASS\ncode1 PASS\nh* TIMEOUT hangs here\n")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "kut_table.py"),
+                        "--baseline", base, plain, sysidle],
+                       capture_output=True, text=True, timeout=60)
+    out = p.stdout
+    check(p.returncode == 0 and
+          "| pass | PASS | PASS | FAIL |" in out and
+          "| hang | TIMEOUT (hangs here) | TIMEOUT | TIMEOUT |" in out and
+          "| triple | – | FAIL | FAIL |" in out and
+          "pass: QEMU here 2, vmm 2, vmm --sysidle 1, of 12 sections" in out
+          and "QEMU passes, the VMM does not: pass, code1" in out and
+          "plain and --sysidle differ: pass\n" in out,
+          "kut_table: verdicts beside QEMU's (patterns), counts, the "
+          "sections short of QEMU and those that differ with --sysidle",
+          out + p.stderr)
+
+
 def main():
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         print("# /dev/kvm not usable: skipped")
@@ -115,6 +144,7 @@ def main():
         check(rc == 1 and "# kvm-unit-tests: 2 pass, 3 fail, 1 timeout, "
               "6 skip, of 12 sections" in out,
               "the whole table: exit 1 (failures), summary counts", out)
+        table_checks(suite, out)
         with open(os.path.join(suite, "must.txt"), "w") as f:
             f.write("# must pass\npass\nnodef  # named: runs\n")
         rc, out, err = run("--suite", suite, "--expected",
