@@ -262,6 +262,32 @@ def test_halt(tmp):
           err if isinstance(err, str) else err.decode())
 
 
+def test_acpi():
+    """S3 woken by the RTC alarm resumes at the FACS waking vector with RAM
+    kept; S3 with no wake source costs no host CPU and SIGTERM still
+    stops it; S5 exits 0."""
+    a = guest("acpi")
+    for extra in ([], ["--sysidle"], ["--cpus", "2"]):
+        expect(extra + ["--append", "sleep=3", a], 51, "",
+               "S3, RTC alarm wake-up, resume at the waking vector %s"
+               % " ".join(extra), stdout_has="sleeping\n")
+    expect(["--append", "sleep=5", a], 0, "", "S5 powers off: exit 0",
+           stdout_has="powering off\n")
+    for extra in ([], ["--sysidle"]):
+        p = start_until(extra + ["--cpus", "2", "--append", "sleep=4", a],
+                        b"sleeping")
+        if p is None:
+            check(False, "acpi.elf sleep=4 boots")
+            continue
+        used = cpu_used(p, 2, window=2)
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = finish(p, 5)
+        check(used is not None and used < 10000000 and rc == 143,
+              "asleep %s: %.2f ms of host CPU in 2 s, SIGTERM -> %s"
+              % (" ".join(extra), (-1 if used is None else used) / 1e6, rc),
+              err if isinstance(err, str) else err.decode())
+
+
 def main():
     if not os.path.exists(VMM):
         print("# %s missing" % VMM)
@@ -273,6 +299,7 @@ def main():
         test_images(tmp)
         test_guests(tmp)
         test_halt(tmp)
+        test_acpi()
     vmmtest.selftest_boots([], "selftest.elf")
     return vmmtest.finish()
 
