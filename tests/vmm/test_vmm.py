@@ -9,6 +9,7 @@ Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm)."""
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -83,6 +84,20 @@ def test_images(tmp):
         f.write(img[:4] + b"\x02" + img[5:])
     expect([elf64], 121, "is not an ELF32 i386 image", "ELF64 header")
     expect([guest("nomb")], 121, "no multiboot header", "no multiboot header")
+    # the first PT_LOAD moved onto the ACPI tables' area
+    phoff, phentsize = struct.unpack_from("<I", img, 28)[0], \
+        struct.unpack_from("<H", img, 42)[0]
+    low = bytearray(img)
+    for i in range(struct.unpack_from("<H", img, 44)[0]):
+        off = phoff + i * phentsize
+        if struct.unpack_from("<I", img, off)[0] == 1:  # PT_LOAD
+            struct.pack_into("<II", low, off + 8, 0xf0000, 0xf0000)
+            break
+    path = os.path.join(tmp, "acpi-area.elf")
+    with open(path, "wb") as f:
+        f.write(bytes(low))
+    expect([path], 121, "overlaps the ACPI tables' area",
+           "kernel over the ACPI tables refused")
     expect(["--module", "/nonexistent/mod"], 120, "missing KERNEL.elf",
            "module without kernel")
     expect(["--module", "/nonexistent/mod", guest("hello")], 121,
