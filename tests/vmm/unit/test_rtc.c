@@ -173,6 +173,22 @@ START_TEST(test_alarm_dont_care)
 	wr(RTC_SECONDS_ALARM, 0xff);
 	wr(RTC_REG_B, RTC_B_24H | RTC_B_AIE);
 	ck_assert_uint_eq(armed, 5 * SEC + 61 * SEC);
+	/* minutes don't care, 15:xx:00: first at 15:00:00, 4441 s on */
+	wr(RTC_HOURS_ALARM, 0x15);
+	wr(RTC_MINUTES_ALARM, 0xc5);
+	wr(RTC_SECONDS_ALARM, 0x00);
+	ck_assert_uint_eq(armed, 5 * SEC + 4441 * SEC);
+	/* 23:59:59 binary, the day's last second */
+	wr(RTC_REG_B, RTC_B_24H | RTC_B_AIE | RTC_B_DM_BINARY);
+	wr(RTC_HOURS_ALARM, 23);
+	wr(RTC_MINUTES_ALARM, 59);
+	wr(RTC_SECONDS_ALARM, 59);
+	ck_assert_uint_eq(armed, 5 * SEC + (10 * 3600 + 14 * 60) * SEC);
+	wr(RTC_REG_B, RTC_B_24H | RTC_B_AIE);
+	wr(RTC_HOURS_ALARM, 0x13);
+	wr(RTC_MINUTES_ALARM, 0x47);
+	wr(RTC_SECONDS_ALARM, 0xff);
+	ck_assert_uint_eq(armed, 5 * SEC + 61 * SEC);
 	/* all three don't care: every update */
 	wr(RTC_MINUTES_ALARM, RTC_ALARM_DONT_CARE);
 	wr(RTC_HOURS_ALARM, RTC_ALARM_DONT_CARE);

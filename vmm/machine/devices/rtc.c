@@ -127,27 +127,43 @@ static bool rtc_alarm_field(const struct rtc *s, uint8_t a, unsigned int v,
 	return (hour ? rtc_unfmt_hour(s, a) : rtc_unfmt(s, a)) == v;
 }
 
-static bool rtc_alarm_at(const struct rtc *s, int64_t t)
+/* An alarm register that can match: don't care, or a valid value. */
+static bool rtc_alarm_valid(const struct rtc *s, uint8_t a, bool hour)
 {
-	int64_t sod = t - floor_div(t, SECS_PER_DAY) * SECS_PER_DAY;
-
-	return rtc_alarm_field(s, s->cmos[RTC_SECONDS_ALARM],
-			       (unsigned int)(sod % 60), false) &&
-	       rtc_alarm_field(s, s->cmos[RTC_MINUTES_ALARM],
-			       (unsigned int)(sod / 60 % 60), false) &&
-	       rtc_alarm_field(s, s->cmos[RTC_HOURS_ALARM],
-			       (unsigned int)(sod / 3600), true);
+	if ((a & RTC_ALARM_DONT_CARE) == RTC_ALARM_DONT_CARE)
+		return true;
+	return hour ? rtc_unfmt_hour(s, a) < 24 : rtc_unfmt(s, a) < 60;
 }
 
-/* The first update at a second in (@from, @to] the alarm matches, or 0.
- * A day covers every pattern the alarm registers can give. */
+/*
+ * The first update at a second in (@from, @to] the alarm matches, or 0.
+ * A day covers every pattern the alarm registers can give. Hours and
+ * minutes that do not match are skipped whole: a few hundred steps at
+ * most.
+ */
 static int64_t rtc_next_alarm(const struct rtc *s, int64_t from, int64_t to)
 {
+	uint8_t as = s->cmos[RTC_SECONDS_ALARM], am = s->cmos[RTC_MINUTES_ALARM];
+	uint8_t ah = s->cmos[RTC_HOURS_ALARM];
+	int64_t t = from + 1, sod;
+
+	if (!rtc_alarm_valid(s, as, false) || !rtc_alarm_valid(s, am, false) ||
+	    !rtc_alarm_valid(s, ah, true))
+		return 0;
 	if (to - from > SECS_PER_DAY)
 		to = from + SECS_PER_DAY;
-	for (int64_t t = from + 1; t <= to; t++)
-		if (rtc_alarm_at(s, t))
+	while (t <= to) {
+		sod = t - floor_div(t, SECS_PER_DAY) * SECS_PER_DAY;
+		if (!rtc_alarm_field(s, ah, (unsigned int)(sod / 3600), true))
+			t += 3600 - sod % 3600;
+		else if (!rtc_alarm_field(s, am, (unsigned int)(sod / 60 % 60),
+					  false))
+			t += 60 - sod % 60;
+		else if (!rtc_alarm_field(s, as, (unsigned int)(sod % 60), false))
+			t++;
+		else
 			return t;
+	}
 	return 0;
 }
 
