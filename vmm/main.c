@@ -96,11 +96,14 @@ static const char usage_text[] =
 "\n"
 "Devices: 16550 UART at 0x3f8 (stdout/stdin, IRQ 4), isa-debug-exit at 0xf4,\n"
 "fw_cfg at 0x510/0x511, IOAPIC at 0xfec00000, local APIC (xAPIC at\n"
-"0xfee00000 and x2APIC MSRs), PIC/PIT ports ignored.\n"
+"0xfee00000 and x2APIC MSRs), CMOS RTC at 0x70/0x71 (IRQ 8), ACPI PM\n"
+"registers at 0x600 (SCI: IRQ 9) with S3 and S5, ACPI tables at 0xe0000,\n"
+"PIC/PIT ports ignored.\n"
 "\n"
 "Exit status:\n"
 "  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success;\n"
 "             guests should keep their codes below 120)\n"
+"  0          also: the guest powered off through ACPI (S5)\n"
 "  120        bad option or missing kernel\n"
 "  121        kernel or module unreadable, not an ELF32 image, no multiboot\n"
 "             header in the first 8 KiB, or RAM too small for the image\n"
@@ -352,7 +355,8 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 static int devices_init(struct vm *vm)
 {
 	return serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
-	       legacy_init(vm) || ioapic_init(vm) || lapic_init(vm) ? -1 : 0;
+	       legacy_init(vm) || ioapic_init(vm) || lapic_init(vm) ||
+	       acpi_pm_init(vm) || rtc_init(vm) ? -1 : 0;
 }
 
 /* Sleeps until the VM stops by itself or a stop signal arrives. */
@@ -411,9 +415,9 @@ int main(int argc, char **argv)
 	    devices_init(&vm) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
 	    idle_init(&vm, &opts.idle) || pause_init(&vm) ||
 	    /* per vCPU: the LAPIC timer and the pv tick; the idle layer's
-	     * tick and its kick backstop (hk_timer_arm drops a timer when
-	     * full) */
-	    housekeeping_start(2 * vm.ncpus + 2) || serial_input_start() ||
+	     * tick and its kick backstop; the RTC (hk_timer_arm drops a
+	     * timer when full) */
+	    housekeeping_start(2 * vm.ncpus + 3) || serial_input_start() ||
 	    export_start(&vm, &opts.export) || vcpus_start(&vm)) {
 		vm_stop(VMM_EXIT_KVM); /* no-op when a message set the status */
 	} else {

@@ -9,6 +9,7 @@ Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm)."""
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -83,6 +84,20 @@ def test_images(tmp):
         f.write(img[:4] + b"\x02" + img[5:])
     expect([elf64], 121, "is not an ELF32 i386 image", "ELF64 header")
     expect([guest("nomb")], 121, "no multiboot header", "no multiboot header")
+    # the first PT_LOAD moved onto the ACPI tables' area
+    phoff, phentsize = struct.unpack_from("<I", img, 28)[0], \
+        struct.unpack_from("<H", img, 42)[0]
+    low = bytearray(img)
+    for i in range(struct.unpack_from("<H", img, 44)[0]):
+        off = phoff + i * phentsize
+        if struct.unpack_from("<I", img, off)[0] == 1:  # PT_LOAD
+            struct.pack_into("<II", low, off + 8, 0xf0000, 0xf0000)
+            break
+    path = os.path.join(tmp, "acpi-area.elf")
+    with open(path, "wb") as f:
+        f.write(bytes(low))
+    expect([path], 121, "overlaps the ACPI tables' area",
+           "kernel over the ACPI tables refused")
     expect(["--module", "/nonexistent/mod"], 120, "missing KERNEL.elf",
            "module without kernel")
     expect(["--module", "/nonexistent/mod", guest("hello")], 121,
@@ -262,6 +277,32 @@ def test_halt(tmp):
           err if isinstance(err, str) else err.decode())
 
 
+def test_acpi():
+    """S3 woken by the RTC alarm resumes at the FACS waking vector with RAM
+    kept; S3 with no wake source costs no host CPU and SIGTERM still
+    stops it; S5 exits 0."""
+    a = guest("acpi")
+    for extra in ([], ["--sysidle"], ["--cpus", "2"]):
+        expect(extra + ["--append", "sleep=3", a], 51, "",
+               "S3, RTC alarm wake-up, resume at the waking vector %s"
+               % " ".join(extra), stdout_has="sleeping\n")
+    expect(["--append", "sleep=5", a], 0, "", "S5 powers off: exit 0",
+           stdout_has="powering off\n")
+    for extra in ([], ["--sysidle"]):
+        p = start_until(extra + ["--cpus", "2", "--append", "sleep=4", a],
+                        b"sleeping")
+        if p is None:
+            check(False, "acpi.elf sleep=4 boots")
+            continue
+        used = cpu_used(p, 2, window=2)
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = finish(p, 5)
+        check(used is not None and used < 10000000 and rc == 143,
+              "asleep %s: %.2f ms of host CPU in 2 s, SIGTERM -> %s"
+              % (" ".join(extra), (-1 if used is None else used) / 1e6, rc),
+              err if isinstance(err, str) else err.decode())
+
+
 def main():
     if not os.path.exists(VMM):
         print("# %s missing" % VMM)
@@ -273,6 +314,7 @@ def main():
         test_images(tmp)
         test_guests(tmp)
         test_halt(tmp)
+        test_acpi()
     vmmtest.selftest_boots([], "selftest.elf")
     return vmmtest.finish()
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "machine/acpi.h"
 #include "machine/vm.h"
 
 #define PAGE_ALIGN(x) (((x) + 0xfffull) & ~0xfffull)
@@ -81,6 +82,12 @@ static int has_multiboot_header(const uint8_t *img, size_t len)
 	return 0;
 }
 
+/* [addr, addr + len) meets the ACPI tables' area (the BIOS area). */
+static bool overlaps_acpi(uint64_t addr, uint64_t len)
+{
+	return addr < ACPI_AREA_END && addr + len > ACPI_AREA_BASE;
+}
+
 /* Copies the PT_LOAD segments into RAM; returns the end of the highest. */
 static int load_elf32(struct vm *vm, const char *path, const uint8_t *img,
 		      size_t len, uint64_t *top)
@@ -119,6 +126,14 @@ static int load_elf32(struct vm *vm, const char *path, const uint8_t *img,
 		memcpy(&ph, img + eh.e_phoff + i * sizeof(ph), sizeof(ph));
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
 			continue;
+		if (overlaps_acpi(ph.p_paddr, ph.p_memsz))
+			return vmm_fail(VMM_EXIT_IMAGE, "'%s': segment %u at "
+					"%#" PRIx32 "-%#" PRIx64 " overlaps the "
+					"ACPI tables' area %#x-%#x; link the "
+					"kernel at 1 MiB or above", path, i,
+					ph.p_paddr, (uint64_t)ph.p_paddr +
+					ph.p_memsz - 1, ACPI_AREA_BASE,
+					ACPI_AREA_END - 1);
 		dst = guest_ptr(vm, ph.p_paddr, ph.p_memsz);
 		if (!dst || (uint64_t)ph.p_paddr + ph.p_memsz > vm->ram_low)
 			return too_small(vm, path,
@@ -135,11 +150,15 @@ static int load_elf32(struct vm *vm, const char *path, const uint8_t *img,
 	return 0;
 }
 
-/* Appends @len bytes at *@at (below ram_low), advancing it. */
+/* Appends @len bytes at *@at (below ram_low, past the ACPI tables'
+ * area if it would meet it), advancing it. */
 static uint32_t place(struct vm *vm, const char *path, uint64_t *at,
 		      const void *data, size_t len, bool *ok)
 {
 	uint64_t addr = *at;
+
+	if (overlaps_acpi(addr, len))
+		addr = ACPI_AREA_END;
 
 	if (!*ok || addr + len > vm->ram_low) {
 		if (*ok)
@@ -148,7 +167,7 @@ static uint32_t place(struct vm *vm, const char *path, uint64_t *at,
 		return 0;
 	}
 	memcpy(vm->ram + addr, data, len);
-	*at += len;
+	*at = addr + len;
 	return (uint32_t)addr;
 }
 
@@ -158,7 +177,9 @@ static size_t build_mmap(struct vm *vm, struct mb_mmap *m)
 
 	m[n++] = (struct mb_mmap){ 20, 0, 0x9fc00, 1 };
 	m[n++] = (struct mb_mmap){ 20, 0x9fc00, 0x400, 2 };
-	m[n++] = (struct mb_mmap){ 20, 0xf0000, 0x10000, 2 };
+	/* the BIOS area, with the ACPI tables */
+	m[n++] = (struct mb_mmap){ 20, ACPI_AREA_BASE,
+				   ACPI_AREA_END - ACPI_AREA_BASE, 2 };
 	if (vm->ram_low > 0x100000)
 		m[n++] = (struct mb_mmap){ 20, 0x100000,
 					   vm->ram_low - 0x100000, 1 };
@@ -170,8 +191,8 @@ static size_t build_mmap(struct vm *vm, struct mb_mmap *m)
 
 /*
  * Loads opts->kernel and its modules and writes the multiboot info after
- * them. Caller: the VM's RAM exists, no vCPU runs yet. Sets vm->entry and
- * vm->mbi.
+ * them, then the ACPI tables. Caller: the VM's RAM exists, no vCPU runs
+ * yet. Sets vm->entry and vm->mbi.
  */
 int loader_load(struct vm *vm, const struct machine_config *opts)
 {
@@ -227,7 +248,7 @@ int loader_load(struct vm *vm, const struct machine_config *opts)
 	mbi.mem_upper = vm->ram_low > 0x100000 ?
 			(uint32_t)((vm->ram_low - 0x100000) >> 10) : 0;
 	mbi_addr = place(vm, opts->kernel, &at, &mbi, sizeof(mbi), &ok);
-	if (!ok)
+	if (!ok || acpi_tables_build(vm))
 		return -1;
 	vm->mbi = mbi_addr;
 	return 0;

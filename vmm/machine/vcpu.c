@@ -11,6 +11,8 @@
  *
  * A vCPU in WAIT_SIPI parks in place (its state stays WAIT_SIPI, so that a
  * SIPI posted while the VM is paused is still accepted, and resumes it).
+ * S3 (sleep.c) is an INIT of every vCPU; its resume starts the boot vCPU
+ * out of WAIT_SIPI as a SIPI would, at the waking vector.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -301,12 +303,15 @@ static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 	return VCPU_RUNNING;
 }
 
-/* Blocks until a SIPI, then starts in real mode at its vector. */
+/* Blocks until a SIPI, then starts in real mode at its vector; or until
+ * an S3 resume, then starts at the waking vector. */
 static enum vcpu_state vcpu_wait_sipi(struct vcpu *v)
 {
 	const struct vcpu_idle_ops *idle = v->vm->idle;
 	uint8_t vector;
-	bool kick = false;
+	bool kick = false, resume, protected;
+	uint32_t addr;
+	int err;
 
 	pthread_mutex_lock(&v->lock);
 	v->state = VCPU_WAIT_SIPI;
@@ -317,7 +322,7 @@ static enum vcpu_state vcpu_wait_sipi(struct vcpu *v)
 			v->init_pending = false;
 			vcpu_reset(v);
 		}
-		if (v->sipi_pending || vm_stopping())
+		if (v->sipi_pending || v->resume_pending || vm_stopping())
 			break;
 		if (pause_pending()) {
 			vcpu_park(v); /* stays WAIT_SIPI, idle throughout */
@@ -325,14 +330,21 @@ static enum vcpu_state vcpu_wait_sipi(struct vcpu *v)
 		}
 		pthread_cond_wait(&v->wake, &v->lock);
 	}
-	v->sipi_pending = false;
+	resume = v->resume_pending;
+	v->resume_pending = v->sipi_pending = false;
 	vector = v->sipi_vector;
+	addr = v->resume_addr;
+	protected = v->resume_protected;
 	if (idle)
 		kick = idle->wake(v, true);
 	pthread_mutex_unlock(&v->lock);
 	if (kick) /* at once: a SIPI's wake-up is not a guest's wake path */
 		housekeeping_kick();
-	if (vm_stopping() || vcpu_set_sipi_state(v, vector))
+	if (vm_stopping())
+		return VCPU_FINISHED;
+	err = resume ? vcpu_set_resume_state(v, addr, protected)
+		     : vcpu_set_sipi_state(v, vector);
+	if (err)
 		return VCPU_FINISHED;
 	pthread_mutex_lock(&v->lock);
 	v->state = VCPU_RUNNING;

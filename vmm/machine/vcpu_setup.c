@@ -48,16 +48,16 @@ static int vcpu_set_multiboot_state(struct vcpu *v)
 	return 0;
 }
 
-/* Real mode at @vector << 12, as after INIT + SIPI. Caller: @v's thread. */
-int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector)
+/* Real mode at @cs:@ip, as after INIT + SIPI. Caller: @v's thread. */
+static int vcpu_set_real_state(struct vcpu *v, uint16_t cs, uint16_t ip)
 {
 	struct kvm_sregs sr;
-	struct kvm_regs regs = { .rflags = 2 };
+	struct kvm_regs regs = { .rflags = 2, .rip = ip };
 
 	if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SREGS: %s",
 				strerror(errno));
-	seg_real(&sr.cs, (uint16_t)(vector << 8), 0xb);
+	seg_real(&sr.cs, cs, 0xb);
 	seg_real(&sr.ds, 0, 0x3);
 	sr.es = sr.fs = sr.gs = sr.ss = sr.ds;
 	sr.gdt = (struct kvm_dtable){ .base = 0, .limit = 0xffff };
@@ -67,7 +67,39 @@ int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector)
 	sr.efer = 0;
 	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
 	    ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
-		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the SIPI "
+		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the real-mode "
+				"start state: %s", v->id, strerror(errno));
+	return 0;
+}
+
+/* Real mode at @vector << 12, as after INIT + SIPI. Caller: @v's thread. */
+int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector)
+{
+	return vcpu_set_real_state(v, (uint16_t)(vector << 8), 0);
+}
+
+/* See vm.h; the FACS waking vectors' entry states (ACPI 6.x, 5.2.10).
+ * Caller: @v's thread. */
+int vcpu_set_resume_state(struct vcpu *v, uint32_t addr, bool protected)
+{
+	struct kvm_sregs sr;
+	struct kvm_regs regs = { .rflags = 2, .rip = addr };
+
+	if (!protected)
+		return vcpu_set_real_state(v, (uint16_t)(addr >> 4),
+					   (uint16_t)(addr & 0xf));
+	if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SREGS: %s",
+				strerror(errno));
+	seg_flat(&sr.cs, 0x10, 0xb);
+	seg_flat(&sr.ds, 0x18, 0x3);
+	sr.es = sr.fs = sr.gs = sr.ss = sr.ds;
+	sr.cr0 = 0x11; /* PE | ET */
+	sr.cr2 = sr.cr3 = sr.cr4 = 0;
+	sr.efer = 0;
+	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
+	    ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the resume "
 				"state: %s", v->id, strerror(errno));
 	return 0;
 }

@@ -66,6 +66,9 @@ struct vcpu {
 	bool init_pending;
 	bool sipi_pending;
 	uint8_t sipi_vector;
+	bool resume_pending;   /* S3 resume: start at resume_addr, as SIPI */
+	bool resume_protected; /* ... in flat 32-bit protected mode */
+	uint32_t resume_addr;
 	uint8_t wake_reason; /* enum pause_reason of the last event posted */
 	uint64_t wake_posted_ns; /* first event posted while HALTED, or 0 */
 	struct lapic lapic;
@@ -173,6 +176,9 @@ void vcpu_kick_for(struct vcpu *v, int reason);
 /* Any thread: @v is halted, waiting for SIPI or paused (a snapshot). */
 bool vcpu_is_halted(struct vcpu *v);
 int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector); /* vcpu_setup.c */
+/* vcpu_setup.c: the S3 resume state: real mode at CS = @addr >> 4,
+ * IP = @addr & 0xf, or flat protected mode at @addr (@protected). */
+int vcpu_set_resume_state(struct vcpu *v, uint32_t addr, bool protected);
 /* vcpu_setup.c: per-vCPU state that INIT resets along with the local
  * APIC (the pv tick); set before the vCPUs are created. Lock held. */
 void vcpu_set_reset_hook(void (*reset)(struct vcpu *v));

@@ -19,5 +19,10 @@ int ioapic_init(struct vm *vm);     /* IOAPIC at 0xfec00000 */
 void ioapic_set_irq(unsigned int pin, bool level);
 void ioapic_eoi(uint8_t vector);
 int lapic_init(struct vm *vm);      /* local APIC MMIO at 0xfee00000 */
+void ioapic_reset(void);            /* platform reset (S3 resume) */
+int acpi_pm_init(struct vm *vm);    /* ACPI PM registers at 0x600 */
+void acpi_pm_rtc_alarm(void);       /* the RTC's alarm interrupt fired */
+int rtc_init(struct vm *vm);        /* CMOS RTC at 0x70/0x71, IRQ 8 */
+bool rtc_nmi_masked(void);          /* port 0x70 bit 7: NMI disabled */
 
 #endif

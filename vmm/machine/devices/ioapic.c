@@ -141,6 +141,17 @@ static void ioapic_mmio(struct vcpu *v, uint64_t off, uint8_t *data,
 	}
 }
 
+/* Every pin masked, as at power-on; the ID and the line levels are kept
+ * (the lines are the devices'). Any thread holding no vCPU lock. */
+void ioapic_reset(void)
+{
+	pthread_mutex_lock(&io.lock);
+	io.regsel = 0;
+	for (unsigned int pin = 0; pin < IOAPIC_PINS; pin++)
+		io.rte[pin] = RTE_MASKED;
+	pthread_mutex_unlock(&io.lock);
+}
+
 int ioapic_init(struct vm *vm)
 {
 	io.vm = vm;
