@@ -95,8 +95,9 @@ static const char usage_text[] =
 "Signals: SIGUSR2 ends a full-idle period from outside (the tick restarts).\n"
 "\n"
 "Devices: 16550 UART at 0x3f8 (stdout/stdin, IRQ 4), isa-debug-exit at 0xf4,\n"
-"fw_cfg at 0x510/0x511, IOAPIC at 0xfec00000, local APIC (xAPIC at\n"
-"0xfee00000 and x2APIC MSRs), PIC/PIT ports ignored.\n"
+"fw_cfg at 0x510/0x511, 8259A PIC pair at 0x20/0xa0 (ELCR 0x4d0/0x4d1; INTR\n"
+"to vCPU 0's LINT0, ExtINT at start), IOAPIC at 0xfec00000, local APIC\n"
+"(xAPIC at 0xfee00000 and x2APIC MSRs), PIT ports ignored.\n"
 "\n"
 "Exit status:\n"
 "  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success;\n"
@@ -352,7 +353,8 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 static int devices_init(struct vm *vm)
 {
 	return serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
-	       legacy_init(vm) || ioapic_init(vm) || lapic_init(vm) ? -1 : 0;
+	       legacy_init(vm) || pic_init(vm) || ioapic_init(vm) ||
+	       lapic_init(vm) ? -1 : 0;
 }
 
 /* Sleeps until the VM stops by itself or a stop signal arrives. */
