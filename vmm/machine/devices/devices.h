@@ -22,6 +22,9 @@ int pic_init(struct vm *vm);        /* 8259A pair at 0x20, 0xa0; ELCR */
 void pic_set_irq(unsigned int irq, bool level);
 bool pic_intr(void);                /* INTR, to the BSP's LINT0 */
 uint8_t pic_intack(void);           /* INTA: the vector */
+/* QEMU's pc-testdev (--device pc-testdev): 0xe0, 0xe4, 0xe8, IRQ lines at
+ * 0x2000, iomem at 0xff000000. */
+int pc_testdev_init(struct vm *vm);
 int lapic_init(struct vm *vm);      /* local APIC MMIO at 0xfee00000 */
 
 #endif
