@@ -38,14 +38,31 @@ static void irq_post(struct vcpu *t, const struct irq_msg *m)
 	vcpu_kick(t);
 }
 
+/*
+ * A destination is matched in the target's mode. An IOAPIC message has
+ * 8 bits of destination: to a local APIC in x2APIC mode 0xff is the
+ * broadcast, any other value an x2APIC ID or, in logical mode, cluster 0
+ * and its member bits (the IOAPIC routes to x2APIC IDs below 256 only).
+ * Caller holds t->lock.
+ */
 static bool irq_targets(const struct irq_msg *m, struct vcpu *src,
 			struct vcpu *t)
 {
+	uint32_t dest = m->dest;
+	bool x2 = m->x2apic;
+
 	switch (m->shorthand) {
 	case 1: return t == src;
 	case 2: return true;
 	case 3: return t != src;
-	default: return lapic_match(&t->lapic, m->dest, m->logical, m->x2apic);
+	default:
+		if (!x2 && lapic_x2apic(&t->lapic)) {
+			dest &= 0xff;
+			if (!src && dest == 0xff)
+				dest = 0xffffffffu;
+			x2 = true;
+		}
+		return lapic_match(&t->lapic, dest, m->logical, x2);
 	}
 }
 
