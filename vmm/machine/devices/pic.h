@@ -19,7 +19,6 @@ struct pic_chip {
 	uint8_t irr, isr, imr;
 	uint8_t elcr, elcr_writable;
 	uint8_t input;      /* the IR lines' levels */
-	uint8_t edge_armed; /* edge lines that were seen low since init */
 	uint8_t base;       /* ICW2: vector of IR0 */
 	uint8_t icw3;       /* master: inputs with a slave; slave: its id */
 	uint8_t lowest;     /* the IR with the lowest priority (rotation) */
