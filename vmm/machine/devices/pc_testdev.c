@@ -7,9 +7,11 @@
  *    mapping of that page (its contents stay); reads 0;
  *  - 0xe8-0xeb: the same scratch register as 0xe0;
  *  - 0x2000-0x2017: one byte port per ISA IRQ line 0..23; a write drives
- *    the line to (value != 0); reads 0. QEMU takes only byte writes here;
- *    a wider write is split into byte writes to consecutive ports, as the
- *    ISA bus does for an 8-bit device;
+ *    the line to (value != 0) through irq_isa_set(); reads 0. QEMU takes
+ *    only byte writes here; a wider write is split into byte writes to
+ *    consecutive ports, as the ISA bus does for an 8-bit device. QEMU's
+ *    ISA bus has lines 0-15 only (it stops on a write to 0x2010 and up);
+ *    lines 16-23 are IOAPIC pins 16-23 here, as in bhyve's pc-testdev;
  *  - 0xff000000: 64 KiB of memory behind MMIO exits.
  */
 #include <string.h>
