@@ -10,7 +10,7 @@
  *    the line to (value != 0) through irq_isa_set(); reads 0. QEMU takes
  *    only byte writes here; a wider write is split into byte writes to
  *    consecutive ports, as the ISA bus does for an 8-bit device. QEMU's
- *    ISA bus has lines 0-15 only (it stops on a write to 0x2010 and up);
+ *    ISA bus has lines 0-15 only (it aborts on a write to 0x2010 and up);
  *    lines 16-23 are IOAPIC pins 16-23 here, as in bhyve's pc-testdev;
  *  - 0xff000000: 64 KiB of memory behind MMIO exits.
  */
