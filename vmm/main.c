@@ -28,7 +28,18 @@
 #include "hookrun.h" /* DEFAULT_HOOKS_DIR, --hook-timeout */
 
 /* Everything the command line says, for each layer. */
+/* The opt-in devices of --device NAME. */
+static const struct {
+	const char *name;
+	int (*init)(struct vm *vm);
+} optional_devices[] = {
+	{ "pc-testdev", pc_testdev_init },
+};
+#define NR_OPTIONAL_DEVICES \
+	(sizeof(optional_devices) / sizeof(optional_devices[0]))
+
 struct vm_options {
+	bool devices[NR_OPTIONAL_DEVICES]; /* --device, by optional_devices[] */
 	struct machine_config machine;
 	struct idle_config idle;
 	struct export_config export;
@@ -47,6 +58,11 @@ static const char usage_text[] =
 "  --append CMDLINE   kernel command line (multiboot cmdline is\n"
 "                     \"KERNEL CMDLINE\", as QEMU and GRUB pass it)\n"
 "  --module FILE      load FILE as a multiboot module (repeatable)\n"
+"  --device NAME      add an opt-in device (repeatable); NAME is one of:\n"
+"                     pc-testdev  QEMU's test device for kvm-unit-tests:\n"
+"                     scratch ports 0xe0 and 0xe8, page flush 0xe4, ISA\n"
+"                     IRQ lines 0..23 at ports 0x2000-0x2017, 64 KiB of\n"
+"                     memory behind MMIO at 0xff000000\n"
 "  --stats-json FILE  write per-vCPU exit counts, HLT exits, interrupts\n"
 "                     injected, time halted, the housekeeping thread's\n"
 "                     host wake-ups and the pause counters to FILE at exit\n"
@@ -95,10 +111,11 @@ static const char usage_text[] =
 "Signals: SIGUSR2 ends a full-idle period from outside (the tick restarts).\n"
 "\n"
 "Devices: 16550 UART at 0x3f8 (stdout/stdin, IRQ 4), isa-debug-exit at 0xf4,\n"
-"fw_cfg at 0x510/0x511, IOAPIC at 0xfec00000, local APIC (xAPIC at\n"
-"0xfee00000 and x2APIC MSRs), CMOS RTC at 0x70/0x71 (IRQ 8), ACPI PM\n"
-"registers at 0x600 (SCI: IRQ 9) with S3 and S5, ACPI tables at 0xe0000,\n"
-"PIC/PIT ports ignored.\n"
+"fw_cfg at 0x510/0x511, 8259A PIC pair at 0x20/0xa0 (ELCR 0x4d0/0x4d1; INTR\n"
+"to vCPU 0's LINT0, ExtINT at start), IOAPIC at 0xfec00000, local APIC\n"
+"(xAPIC at 0xfee00000 and x2APIC MSRs), CMOS RTC at 0x70/0x71 (IRQ 8),\n"
+"ACPI PM registers at 0x600 (SCI: IRQ 9) with S3 and S5, ACPI tables at\n"
+"0xe0000, PIT ports ignored.\n"
 "\n"
 "Exit status:\n"
 "  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success;\n"
@@ -155,6 +172,20 @@ static int check_name(const char *s)
 
 static int usage_error(const char *fmt, const char *arg);
 
+#define DEVICE_NAMES "pc-testdev" /* optional_devices[]' names */
+
+/* --device NAME: 0, or -1 for a name not in optional_devices[]. */
+static int parse_device(const char *name, struct vm_options *o)
+{
+	for (size_t i = 0; i < NR_OPTIONAL_DEVICES; i++) {
+		if (!strcmp(name, optional_devices[i].name)) {
+			o->devices[i] = true;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 /* The defaults that depend on the kernel and the PID: --name and
  * --control. The strings live as long as the process. */
 static int default_names(struct vm_options *o)
@@ -201,6 +232,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "cpus", required_argument, NULL, 'c' },
 		{ "append", required_argument, NULL, 'a' },
 		{ "module", required_argument, NULL, 'M' },
+		{ "device", required_argument, NULL, 'D' },
 		{ "stats-json", required_argument, NULL, 's' },
 		{ "sysidle", no_argument, NULL, 'S' },
 		{ "sysidle-log", required_argument, NULL, 'L' },
@@ -252,6 +284,12 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 			break;
 		case 'M':
 			o->machine.modules[o->machine.nmodules++] = optarg;
+			break;
+		case 'D':
+			if (parse_device(optarg, o))
+				return usage_error("--device '%s': expected "
+						   "one of: " DEVICE_NAMES,
+						   optarg);
 			break;
 		case 's':
 			o->stats_json = optarg;
@@ -352,11 +390,17 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	return default_names(o);
 }
 
-static int devices_init(struct vm *vm)
+static int devices_init(struct vm *vm, const struct vm_options *o)
 {
-	return serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
-	       legacy_init(vm) || ioapic_init(vm) || lapic_init(vm) ||
-	       acpi_pm_init(vm) || rtc_init(vm) ? -1 : 0;
+	if (serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
+	    legacy_init(vm) || pic_init(vm) || ioapic_init(vm) ||
+	    lapic_init(vm) ||
+	    acpi_pm_init(vm) || rtc_init(vm))
+		return -1;
+	for (size_t i = 0; i < NR_OPTIONAL_DEVICES; i++)
+		if (o->devices[i] && optional_devices[i].init(vm))
+			return -1;
+	return 0;
 }
 
 /* Sleeps until the VM stops by itself or a stop signal arrives. */
@@ -412,7 +456,7 @@ int main(int argc, char **argv)
 	time_init(); /* the VM's uptime counts from here */
 	if (kvm_vm_create(&vm, &opts.machine) ||
 	    loader_load(&vm, &opts.machine) ||
-	    devices_init(&vm) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
+	    devices_init(&vm, &opts) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
 	    idle_init(&vm, &opts.idle) || pause_init(&vm) ||
 	    /* per vCPU: the LAPIC timer and the pv tick; the idle layer's
 	     * tick and its kick backstop; the RTC (hk_timer_arm drops a

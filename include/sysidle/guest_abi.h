@@ -29,12 +29,12 @@
 #define GUEST_MMIO_HOLE 0xc0000000u /* RAM above this is not mapped */
 
 /* I/O ports. */
-#define GUEST_PORT_PIC1 0x20         /* accepted and ignored (also 0x21) */
+#define GUEST_PORT_PIC1 0x20         /* 8259A master (also 0x21) */
 #define GUEST_PORT_PIT 0x40          /* accepted and ignored (0x40-0x43) */
-#define GUEST_PORT_PIC2 0xa0         /* accepted and ignored (also 0xa1) */
+#define GUEST_PORT_PIC2 0xa0         /* 8259A slave, on IR2 (also 0xa1) */
 #define GUEST_PORT_DEBUG_EXIT 0xf4   /* isa-debug-exit: write = exit */
 #define GUEST_PORT_COM1 0x3f8        /* 16550 UART, 8 ports, IRQ 4 */
-#define GUEST_IRQ_COM1 4             /* IOAPIC pin */
+#define GUEST_IRQ_COM1 4             /* ISA IRQ: PIC input, IOAPIC pin */
 #define GUEST_PORT_FW_CFG_SEL 0x510  /* fw_cfg selector (16-bit write) */
 #define GUEST_PORT_FW_CFG_DATA 0x511 /* fw_cfg data (8-bit read) */
 

@@ -11,8 +11,10 @@ command line, `-m` from qemu_params/extra_params as --mem, the section's
 SKIP, not FAIL, when its `arch` is not x86_64, it needs `accel = tcg`, a
 `check =` precondition (PATH=VALUE) does not hold here, it is in the
 `nodefault` group (unless named with --only), or its file was not built.
-What the VMM cannot apply (-cpu models and flags, -device, -machine) is
-listed in the line, not silently dropped.
+Every section runs with --device pc-testdev, as QEMU's runner adds
+-device pc-testdev to every one. What the VMM cannot apply (-cpu models
+and flags, other -device, -machine) is listed in the line, not silently
+dropped.
 
 The guest's code (written to the isa-debug-exit port, returned by the VMM
 as its exit status; QEMU returns it as (code << 1) | 1, which is why the
@@ -43,6 +45,8 @@ import sys
 import time
 
 DEFAULT_TIMEOUT = 90.0
+# The devices QEMU's runner gives every section; --device NAME here.
+ALWAYS_DEVICES = ["pc-testdev"]
 # The suite writes its status shifted right by one, so that QEMU's
 # (code << 1) | 1 gives the harness 77 (skip) and 127 (abort); this VMM
 # returns the code as written.
@@ -111,6 +115,8 @@ def qemu_args(sec):
         elif w == "-append":
             append = arg
             i += 2
+        elif w == "-device" and arg in ALWAYS_DEVICES:
+            i += 2  # given to every section (run_section)
         elif w == "-enable-kvm" or (w in ("-accel", "-machine") and
                                     arg in ("kvm", "accel=kvm")):
             i += 1 if w == "-enable-kvm" else 2  # KVM is all this VMM is
@@ -167,6 +173,8 @@ def run_section(vmm, suite, sec, sysidle):
     if append is not None:
         args = (append + " " + args).strip()
     cmd = [vmm, "--control", "none", "--cpus", str(smp_of(sec))]
+    for dev in ALWAYS_DEVICES:
+        cmd += ["--device", dev]
     if mem:
         cmd += ["--mem", mem]
     if sysidle:

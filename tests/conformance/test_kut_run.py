@@ -63,7 +63,7 @@ file = absent.flat
 
 [params]
 file = hello.flat
-qemu_params = -enable-kvm -cpu max,+vmx -m 64 -machine pit=off -accel kvm
+qemu_params = -enable-kvm -cpu max,+vmx -m 64 -device pc-testdev -machine pit=off -accel kvm
 """
 
 EXPECT = {
@@ -141,6 +141,9 @@ def main():
               "kvm" not in line.group(0),
               "section params: -enable-kvm and -accel kvm are what the VMM "
               "is, not listed as not applied", out)
+        check(line is not None and "pc-testdev" not in line.group(0),
+              "section params: -device pc-testdev is applied (the runner "
+              "gives every section --device pc-testdev), not listed", out)
         check(rc == 1 and "# kvm-unit-tests: 2 pass, 3 fail, 1 timeout, "
               "6 skip, of 12 sections" in out,
               "the whole table: exit 1 (failures), summary counts", out)

@@ -60,6 +60,10 @@ def test_options():
     expect([], 120, "missing KERNEL.elf", "no kernel")
     expect([h, h], 120, "unexpected argument", "two kernels")
     expect(["--cpus"], 120, "needs an argument", "--cpus without value")
+    expect(["--device", "nosuch", h], 120,
+           "--device 'nosuch': expected one of: pc-testdev", "--device nosuch")
+    expect(["--device", "pc-testdev", "--device", "pc-testdev", h], 0, "",
+           "--device pc-testdev, twice", stdout_has="hello")
     expect(["--mem", "1K", h], 121, "RAM too small for the image",
            "--mem 1K")
 

@@ -4,9 +4,11 @@
  * vCPUs it names. Delivery posts the event under the target's lock and
  * kicks it: a halted target wakes, a target in KVM_RUN exits.
  */
+#include "machine/devices/devices.h"
 #include "machine/vm.h"
 
-enum { DM_FIXED = 0, DM_LOWEST = 1, DM_NMI = 4, DM_INIT = 5, DM_SIPI = 6 };
+enum { DM_FIXED = 0, DM_LOWEST = 1, DM_NMI = 4, DM_INIT = 5, DM_SIPI = 6,
+       DM_EXTINT = 7 };
 
 /* Caller holds t->lock. */
 static void irq_post(struct vcpu *t, const struct irq_msg *m)
@@ -36,14 +38,31 @@ static void irq_post(struct vcpu *t, const struct irq_msg *m)
 	vcpu_kick(t);
 }
 
+/*
+ * A destination is matched in the target's mode. An IOAPIC message has
+ * 8 bits of destination: to a local APIC in x2APIC mode 0xff is the
+ * broadcast, any other value an x2APIC ID or, in logical mode, cluster 0
+ * and its member bits (the IOAPIC routes to x2APIC IDs below 256 only).
+ * Caller holds t->lock.
+ */
 static bool irq_targets(const struct irq_msg *m, struct vcpu *src,
 			struct vcpu *t)
 {
+	uint32_t dest = m->dest;
+	bool x2 = m->x2apic;
+
 	switch (m->shorthand) {
 	case 1: return t == src;
 	case 2: return true;
 	case 3: return t != src;
-	default: return lapic_match(&t->lapic, m->dest, m->logical, m->x2apic);
+	default:
+		if (!x2 && lapic_x2apic(&t->lapic)) {
+			dest &= 0xff;
+			if (!src && dest == 0xff)
+				dest = 0xffffffffu;
+			x2 = true;
+		}
+		return lapic_match(&t->lapic, dest, m->logical, x2);
 	}
 }
 
@@ -62,4 +81,53 @@ void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m)
 		if (hit && m->mode == DM_LOWEST)
 			return;
 	}
+}
+
+void irq_isa_set(unsigned int line, bool level)
+{
+	if (line < 16)
+		pic_set_irq(line, level);
+	if (line == 0)
+		ioapic_set_irq(2, level);
+	else if (line != 2 && line < 24)
+		ioapic_set_irq(line, level);
+}
+
+/* LVT LINT0 with delivery mode ExtINT and not masked, or the local APIC
+ * hardware-disabled (INTR then goes straight to the CPU); the boot CPU's
+ * only. Caller holds v->lock. */
+static bool irq_extint_accepted(const struct vcpu *v)
+{
+	const struct lapic *l = &v->lapic;
+	uint32_t lint0 = l->lvt[(APIC_REG_LVT_LINT0 - APIC_REG_LVT_TIMER) >> 4];
+
+	if (!(l->base_msr & APIC_BASE_BSP))
+		return false;
+	if (!(l->base_msr & APIC_BASE_ENABLE))
+		return true;
+	return !(lint0 & APIC_LVT_MASKED) && ((lint0 >> 8) & 7) == DM_EXTINT;
+}
+
+bool irq_extint_pending(const struct vcpu *v)
+{
+	return pic_intr() && irq_extint_accepted(v);
+}
+
+int irq_extint_ack(struct vcpu *v)
+{
+	(void)v;
+	return pic_intack();
+}
+
+void irq_extint_kick(struct vm *vm)
+{
+	struct vcpu *bsp;
+
+	if (!vm->vcpus)
+		return;
+	bsp = &vm->vcpus[0];
+	pthread_mutex_lock(&bsp->lock);
+	if (irq_extint_accepted(bsp))
+		vcpu_kick(bsp);
+	pthread_mutex_unlock(&bsp->lock);
 }

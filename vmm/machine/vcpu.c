@@ -61,36 +61,43 @@ void vcpu_kick(struct vcpu *v)
 static bool vcpu_has_wake_event(const struct vcpu *v)
 {
 	return v->nmi_pending || v->init_pending ||
-	       (v->run->if_flag && lapic_pending_vector(&v->lapic) >= 0);
+	       (v->run->if_flag && (irq_extint_pending(v) ||
+				    lapic_pending_vector(&v->lapic) >= 0));
 }
 
 /*
- * NMI first, then the highest deliverable vector if the guest can take it
- * now, else ask KVM to exit when it can. Caller: @v's thread, lock held,
- * right before KVM_RUN.
+ * NMI first, then the PIC's ExtINT (acknowledged at the PIC as it is
+ * injected; the LAPIC's IRR, ISR and TPR play no part), then the highest
+ * deliverable LAPIC vector, if the guest can take an interrupt now; else
+ * ask KVM to exit when it can. Caller: @v's thread, lock held, right
+ * before KVM_RUN.
  */
 static void vcpu_inject(struct vcpu *v)
 {
 	struct kvm_interrupt irq;
-	int vec;
+	bool extint = irq_extint_pending(v);
+	int vec = lapic_pending_vector(&v->lapic);
 
 	if (v->nmi_pending && ioctl(v->fd, KVM_NMI) == 0) {
 		v->nmi_pending = false;
 		v->stats.nmis_injected++;
 	}
-	vec = lapic_pending_vector(&v->lapic);
-	if (vec >= 0 && v->run->ready_for_interrupt_injection &&
+	if ((extint || vec >= 0) && v->run->ready_for_interrupt_injection &&
 	    v->run->if_flag) {
+		if (extint)
+			vec = irq_extint_ack(v);
 		if (v->vm->idle)
 			v->vm->idle->inject(v, vec);
 		irq.irq = (uint32_t)vec;
 		if (ioctl(v->fd, KVM_INTERRUPT, &irq) == 0) {
-			lapic_accept(&v->lapic, vec);
+			if (!extint)
+				lapic_accept(&v->lapic, vec);
 			v->stats.irqs_injected++;
-			vec = lapic_pending_vector(&v->lapic);
 		}
+		extint = irq_extint_pending(v);
+		vec = lapic_pending_vector(&v->lapic);
 	}
-	v->run->request_interrupt_window = vec >= 0;
+	v->run->request_interrupt_window = extint || vec >= 0;
 }
 
 static void vcpu_exit_io(struct vcpu *v)

@@ -123,6 +123,19 @@ static int vcpu_read_tsc(struct vcpu *v)
 	return 0;
 }
 
+/*
+ * What PC firmware leaves in the boot CPU's local APIC (MP spec virtual
+ * wire mode, as SeaBIOS sets it): software-enabled, LINT0 ExtINT (the
+ * PIC's INTR) and LINT1 NMI, both unmasked and level-triggered. INIT does
+ * not come back here: it leaves LINT0 masked. The vCPU is not running.
+ */
+static void vcpu_firmware_apic(struct lapic *l)
+{
+	l->svr |= APIC_SVR_ENABLE;
+	l->lvt[(APIC_REG_LVT_LINT0 - APIC_REG_LVT_TIMER) >> 4] = 0x8700;
+	l->lvt[(APIC_REG_LVT_LINT1 - APIC_REG_LVT_TIMER) >> 4] = 0x8400;
+}
+
 static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)
 {
 	v->vm = vm;
@@ -141,7 +154,10 @@ static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)
 		return -1;
 	lapic_timer_init(v);
 	lapic_reset(v);
-	return id == 0 ? vcpu_set_multiboot_state(v) : 0;
+	if (id != 0)
+		return 0;
+	vcpu_firmware_apic(&v->lapic);
+	return vcpu_set_multiboot_state(v);
 }
 
 static void (*reset_hook)(struct vcpu *v);

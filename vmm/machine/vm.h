@@ -196,6 +196,18 @@ struct irq_msg {
 	bool x2apic;       /* 32-bit destination format */
 };
 void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m);
+/* An ISA IRQ line (0..23) driven to @level, as a PC wires it: lines 0-15
+ * to the PICs' inputs, and to the IOAPIC pin of the same number except
+ * line 0 (pin 2) and line 2 (the cascade: PIC only); 16-23 to the IOAPIC
+ * only. Any thread holding no vCPU lock. */
+void irq_isa_set(unsigned int line, bool level);
+/* ExtINT: the PIC's INTR through the BSP's LINT0. The PIC's INTR went
+ * high: wake the BSP if it takes it (no vCPU lock held). */
+void irq_extint_kick(struct vm *vm);
+/* @v's lock held: @v takes the PIC's INTR now and it is high; ack: INTA,
+ * the vector to inject (it bypasses the LAPIC's IRR, ISR and TPR). */
+bool irq_extint_pending(const struct vcpu *v);
+int irq_extint_ack(struct vcpu *v);
 
 /* cpuid.c */
 int cpuid_setup(struct vcpu *v);

@@ -15,7 +15,7 @@ static uint64_t fake_now;
 static int sci_level = -1;
 static int sleeps, resumes, stops;
 uint64_t now_ns(void) { return fake_now; }
-void ioapic_set_irq(unsigned int pin, bool level)
+void irq_isa_set(unsigned int pin, bool level)
 {
 	ck_assert_uint_eq(pin, ACPI_SCI_IRQ);
 	sci_level = level;

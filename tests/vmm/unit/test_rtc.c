@@ -18,7 +18,7 @@ static uint64_t fake_now, armed;
 static int irq8 = -1, alarms;
 uint64_t now_ns(void) { return fake_now; }
 uint64_t mono_to_unix_ms(uint64_t m) { return m / 1000000; }
-void ioapic_set_irq(unsigned int pin, bool level)
+void irq_isa_set(unsigned int pin, bool level)
 {
 	ck_assert_uint_eq(pin, 8);
 	irq8 = level;

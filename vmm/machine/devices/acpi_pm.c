@@ -59,7 +59,7 @@ static void pm_update_sci(struct acpi_pm *pm, uint64_t now)
 
 	if (level != pm->sci) {
 		pm->sci = level;
-		ioapic_set_irq(ACPI_SCI_IRQ, level);
+		irq_isa_set(ACPI_SCI_IRQ, level);
 	}
 }
 

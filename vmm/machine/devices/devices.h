@@ -14,10 +14,17 @@ int serial_input_start(void);       /* stdin -> the UART, its own thread */
 void serial_input_stop(void);
 int debug_exit_init(struct vm *vm); /* isa-debug-exit at 0xf4 */
 int fw_cfg_init(struct vm *vm);     /* fw_cfg at 0x510/0x511 */
-int legacy_init(struct vm *vm);     /* PIC/PIT ports, ignored */
+int legacy_init(struct vm *vm);     /* PIT ports, ignored */
 int ioapic_init(struct vm *vm);     /* IOAPIC at 0xfec00000 */
 void ioapic_set_irq(unsigned int pin, bool level);
 void ioapic_eoi(uint8_t vector);
+int pic_init(struct vm *vm);        /* 8259A pair at 0x20, 0xa0; ELCR */
+void pic_set_irq(unsigned int irq, bool level);
+bool pic_intr(void);                /* INTR, to the BSP's LINT0 */
+uint8_t pic_intack(void);           /* INTA: the vector */
+/* QEMU's pc-testdev (--device pc-testdev): 0xe0, 0xe4, 0xe8, IRQ lines at
+ * 0x2000, iomem at 0xff000000. */
+int pc_testdev_init(struct vm *vm);
 int lapic_init(struct vm *vm);      /* local APIC MMIO at 0xfee00000 */
 void ioapic_reset(void);            /* platform reset (S3 resume) */
 int acpi_pm_init(struct vm *vm);    /* ACPI PM registers at 0x600 */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* PIC, PIT, port 0x61 and the 0x80 delay port: accepted and ignored. */
+/* PIT, port 0x61 and the 0x80 delay port: accepted and ignored. */
 #include <string.h>
 
 #include "machine/devices/devices.h"
@@ -16,10 +16,8 @@ static void legacy_io(struct vcpu *v, uint64_t off, uint8_t *data,
 int legacy_init(struct vm *vm)
 {
 	(void)vm;
-	if (bus_register(BUS_PIO, GUEST_PORT_PIC1, 2, legacy_io, NULL) ||
-	    bus_register(BUS_PIO, GUEST_PORT_PIT, 4, legacy_io, NULL) ||
-	    bus_register(BUS_PIO, 0x61, 1, legacy_io, NULL) ||
-	    bus_register(BUS_PIO, 0x80, 1, legacy_io, NULL))
+	if (bus_register(BUS_PIO, GUEST_PORT_PIT, 4, legacy_io, NULL) ||
+	    bus_register(BUS_PIO, 0x61, 1, legacy_io, NULL))
 		return -1;
-	return bus_register(BUS_PIO, GUEST_PORT_PIC2, 2, legacy_io, NULL);
+	return bus_register(BUS_PIO, 0x80, 1, legacy_io, NULL);
 }

@@ -29,7 +29,7 @@ static struct rtc rtcdev = { .lock = PTHREAD_MUTEX_INITIALIZER };
 /* The one place IRQ 8 is driven. Caller holds the RTC's lock. */
 static void rtc_set_irq_line(bool level)
 {
-	ioapic_set_irq(RTC_IRQ, level);
+	irq_isa_set(RTC_IRQ, level);
 }
 
 static uint8_t to_bcd(unsigned int v)

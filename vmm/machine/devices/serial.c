@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * 16550 UART at 0x3f8: output to stdout, input from stdin (a reader
- * thread) raising IRQ 4 through the IOAPIC; MCR loopback (bit 4) sends
+ * thread) raising ISA IRQ 4 (PIC and IOAPIC); MCR loopback (bit 4) sends
  * output back to the receiver instead.
  */
 #include <errno.h>
@@ -50,7 +50,7 @@ static void uart_update_irq(void)
 
 	if (level != uart.irq_level) {
 		uart.irq_level = level;
-		ioapic_set_irq(GUEST_IRQ_COM1, level);
+		irq_isa_set(GUEST_IRQ_COM1, level);
 	}
 }
 
