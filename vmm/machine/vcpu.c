@@ -72,8 +72,11 @@ static void vcpu_inject(struct vcpu *v)
 	struct kvm_interrupt irq;
 	int vec;
 
-	if (v->nmi_pending && ioctl(v->fd, KVM_NMI) == 0) {
-		v->nmi_pending = false;
+	/* KVM keeps what the CPU would latch: of two NMIs, the second
+	 * waits for the first one's IRET (or is dropped if one is in
+	 * service already). */
+	while (v->nmi_pending && ioctl(v->fd, KVM_NMI) == 0) {
+		v->nmi_pending--;
 		v->stats.nmis_injected++;
 	}
 	vec = lapic_pending_vector(&v->lapic);
@@ -89,6 +92,25 @@ static void vcpu_inject(struct vcpu *v)
 		}
 	}
 	v->run->request_interrupt_window = vec >= 0;
+	/* KVM loads CR8 from here at KVM_RUN: the TPR, as the guest last
+	 * wrote it through the APIC registers (or INIT reset it). */
+	v->run->cr8 = v->lapic.tpr >> 4;
+}
+
+/*
+ * CR8 is TPR[7:4]: a MOV to CR8 the guest made shows in the TPR. KVM
+ * stores CR8 in run->cr8 at every exit. Caller: @v's thread, right after
+ * KVM_RUN, lock not held (only this thread writes the TPR).
+ */
+static void vcpu_sync_cr8(struct vcpu *v)
+{
+	uint64_t cr8 = v->run->cr8;
+
+	if (cr8 == v->lapic.tpr >> 4)
+		return;
+	pthread_mutex_lock(&v->lock);
+	v->lapic.tpr = (uint32_t)(cr8 & 0xf) << 4;
+	pthread_mutex_unlock(&v->lock);
 }
 
 static void vcpu_exit_io(struct vcpu *v)
@@ -143,6 +165,7 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 		break;
 	case KVM_EXIT_IRQ_WINDOW_OPEN:
 	case KVM_EXIT_INTR:
+	case KVM_EXIT_SET_TPR: /* CR8 lowered: vcpu_sync_cr8 took it */
 		break;
 	case KVM_EXIT_SHUTDOWN:
 		vmm_fail(VMM_EXIT_TRIPLE_FAULT, "vCPU %u: triple fault "
@@ -248,6 +271,7 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 	if (v->vm->idle)
 		v->vm->idle->run_done(v, false);
 	v->run->immediate_exit = 0;
+	vcpu_sync_cr8(v);
 	if (r < 0) {
 		if (errno == EINTR || errno == EAGAIN) {
 			v->stats.exits[KVM_EXIT_INTR]++;

@@ -62,7 +62,7 @@ struct vcpu {
 	pthread_cond_t wake;
 	enum vcpu_state state;
 	atomic_bool in_run; /* between the injection check and KVM_RUN's end */
-	bool nmi_pending;
+	uint8_t nmi_pending; /* NMIs posted, not yet given to KVM: 0..2 */
 	bool init_pending;
 	bool sipi_pending;
 	uint8_t sipi_vector;
