@@ -47,6 +47,12 @@ static const char usage_text[] =
 "  --append CMDLINE   kernel command line (multiboot cmdline is\n"
 "                     \"KERNEL CMDLINE\", as QEMU and GRUB pass it)\n"
 "  --module FILE      load FILE as a multiboot module (repeatable)\n"
+"  --cpu FLAGS        CPU features the guest sees: comma-separated +FEATURE\n"
+"                     or -FEATURE, FEATURE x2apic or tsc-deadline (both on\n"
+"                     by default). -x2apic: CPUID.1:ECX.x2APIC clear and\n"
+"                     IA32_APIC_BASE.EXTD reserved (#GP); -tsc-deadline:\n"
+"                     CPUID.1:ECX.TSC_DEADLINE clear, no TSC-deadline timer\n"
+"                     mode, IA32_TSC_DEADLINE #GP\n"
 "  --stats-json FILE  write per-vCPU exit counts, HLT exits, interrupts\n"
 "                     injected, time halted, the housekeeping thread's\n"
 "                     host wake-ups and the pause counters to FILE at exit\n"
@@ -198,6 +204,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "cpus", required_argument, NULL, 'c' },
 		{ "append", required_argument, NULL, 'a' },
 		{ "module", required_argument, NULL, 'M' },
+		{ "cpu", required_argument, NULL, 'U' },
 		{ "stats-json", required_argument, NULL, 's' },
 		{ "sysidle", no_argument, NULL, 'S' },
 		{ "sysidle-log", required_argument, NULL, 'L' },
@@ -213,7 +220,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *end;
+	char *end, bad[64];
 	double sec;
 	long n;
 	int c;
@@ -249,6 +256,14 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 			break;
 		case 'M':
 			o->machine.modules[o->machine.nmodules++] = optarg;
+			break;
+		case 'U':
+			if (cpu_features_parse(optarg,
+					&o->machine.cpu_features_off, bad,
+					sizeof(bad)))
+				return usage_error("--cpu: '%s': expected "
+						   "+FEATURE or -FEATURE, FEATURE "
+						   "x2apic or tsc-deadline", bad);
 			break;
 		case 's':
 			o->stats_json = optarg;

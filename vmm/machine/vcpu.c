@@ -145,8 +145,12 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 		vcpu_exit_io(v);
 		break;
 	case KVM_EXIT_MMIO:
-		bus_access(v, BUS_MMIO, r->mmio.phys_addr, r->mmio.data,
-			   r->mmio.len, r->mmio.is_write);
+		if (lapic_mmio_claims(&v->lapic, r->mmio.phys_addr))
+			lapic_mmio(v, r->mmio.phys_addr & 0xfff, r->mmio.data,
+				   r->mmio.len, r->mmio.is_write, NULL);
+		else
+			bus_access(v, BUS_MMIO, r->mmio.phys_addr, r->mmio.data,
+				   r->mmio.len, r->mmio.is_write);
 		break;
 	case KVM_EXIT_X86_RDMSR:
 	case KVM_EXIT_X86_WRMSR:

@@ -72,6 +72,16 @@ int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector)
 	return 0;
 }
 
+int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} m = { .hdr.nmsrs = 1, .e.index = MSR_IA32_APIC_BASE, .e.data = val };
+
+	return ioctl(v->fd, KVM_SET_MSRS, &m) == 1 ? 0 : -1;
+}
+
 /* The guest TSC at a known host time, for TSC-deadline conversion. */
 static int vcpu_read_tsc(struct vcpu *v)
 {
