@@ -43,35 +43,37 @@ static const struct {
 	{ "tsc-deadline", CPU_F_TSC_DEADLINE },
 };
 
+/* The cpu_flags bit named by @name (@len bytes), or 0. */
+static unsigned int cpu_flag_bit(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(cpu_flags) / sizeof(cpu_flags[0]); i++)
+		if (strlen(cpu_flags[i].name) == len &&
+		    !strncmp(name, cpu_flags[i].name, len))
+			return cpu_flags[i].bit;
+	return 0;
+}
+
 int cpu_features_parse(const char *flags, unsigned int *off, char *bad,
 		       size_t bad_len)
 {
 	const char *p = flags;
 
-	while (*p) {
+	for (;;) {
 		size_t len = strcspn(p, ",");
-		bool known = false;
+		unsigned int bit = len > 1 ? cpu_flag_bit(p + 1, len - 1) : 0;
 
-		for (size_t i = 0; len > 1 && (*p == '+' || *p == '-') &&
-		     i < sizeof(cpu_flags) / sizeof(cpu_flags[0]); i++) {
-			if (strlen(cpu_flags[i].name) != len - 1 ||
-			    strncmp(p + 1, cpu_flags[i].name, len - 1))
-				continue;
-			if (*p == '-')
-				*off |= cpu_flags[i].bit;
-			else
-				*off &= ~cpu_flags[i].bit;
-			known = true;
-		}
-		if (!known) {
+		if (!bit || (*p != '+' && *p != '-')) {
 			snprintf(bad, bad_len, "%.*s", (int)len, p);
 			return -1;
 		}
-		p += len;
-		if (*p == ',')
-			p++;
+		if (*p == '-')
+			*off |= bit;
+		else
+			*off &= ~bit;
+		if (!p[len])
+			return 0;
+		p += len + 1;
 	}
-	return 0;
 }
 
 static void cpuid_patch(struct vcpu *v, struct kvm_cpuid_entry2 *e)
