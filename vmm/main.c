@@ -58,6 +58,12 @@ static const char usage_text[] =
 "  --append CMDLINE   kernel command line (multiboot cmdline is\n"
 "                     \"KERNEL CMDLINE\", as QEMU and GRUB pass it)\n"
 "  --module FILE      load FILE as a multiboot module (repeatable)\n"
+"  --cpu FLAGS        CPU features the guest sees: comma-separated +FEATURE\n"
+"                     or -FEATURE, FEATURE x2apic or tsc-deadline (both on\n"
+"                     by default). -x2apic: CPUID.1:ECX.x2APIC clear and\n"
+"                     IA32_APIC_BASE.EXTD reserved (#GP); -tsc-deadline:\n"
+"                     CPUID.1:ECX.TSC_DEADLINE clear, no TSC-deadline timer\n"
+"                     mode, IA32_TSC_DEADLINE #GP\n"
 "  --device NAME      add an opt-in device (repeatable); NAME is one of:\n"
 "                     pc-testdev  QEMU's test device for kvm-unit-tests:\n"
 "                     scratch ports 0xe0 and 0xe8, page flush 0xe4, ISA\n"
@@ -233,6 +239,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "append", required_argument, NULL, 'a' },
 		{ "module", required_argument, NULL, 'M' },
 		{ "device", required_argument, NULL, 'D' },
+		{ "cpu", required_argument, NULL, 'U' },
 		{ "stats-json", required_argument, NULL, 's' },
 		{ "sysidle", no_argument, NULL, 'S' },
 		{ "sysidle-log", required_argument, NULL, 'L' },
@@ -248,7 +255,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *end;
+	char *end, bad[64];
 	double sec;
 	long n;
 	int c;
@@ -290,6 +297,14 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 				return usage_error("--device '%s': expected "
 						   "one of: " DEVICE_NAMES,
 						   optarg);
+			break;
+		case 'U':
+			if (cpu_features_parse(optarg,
+					&o->machine.cpu_features_off, bad,
+					sizeof(bad)))
+				return usage_error("--cpu: '%s': expected "
+						   "+FEATURE or -FEATURE, FEATURE "
+						   "x2apic or tsc-deadline", bad);
 			break;
 		case 's':
 			o->stats_json = optarg;

@@ -12,8 +12,10 @@ SKIP, not FAIL, when its `arch` is not x86_64, it needs `accel = tcg`, a
 `check =` precondition (PATH=VALUE) does not hold here, it is in the
 `nodefault` group (unless named with --only), or its file was not built.
 Every section runs with --device pc-testdev, as QEMU's runner adds
--device pc-testdev to every one. What the VMM cannot apply (-cpu models
-and flags, other -device, -machine) is listed in the line, not silently
+-device pc-testdev to every one. The -cpu flags the VMM has
+(VMM_CPU_FLAGS: +x2apic, -tsc-deadline, x2apic=off, ...) go to its --cpu;
+what it cannot apply (-cpu models and other flags, other -device,
+-machine) is listed in the line, not silently
 dropped.
 
 The guest's code (written to the isa-debug-exit port, returned by the VMM
@@ -99,15 +101,42 @@ def parse_timeout(s):
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
+# QEMU -cpu feature flags the VMM's --cpu takes (QEMU spells them with
+# '-' or '_').
+VMM_CPU_FLAGS = ("x2apic", "tsc-deadline")
+
+
+def cpu_flags(spec):
+    """-cpu MODEL,FLAG,...: (the VMM's --cpu flags, what stays of -cpu
+    that it cannot apply: the model and the other flags)."""
+    model, *flags = spec.split(",")
+    applied, rest = [], [model]
+    for f in flags:
+        m = re.match(r"^([+-]?)([\w.-]+?)(?:=(on|off|true|false))?$", f)
+        name = m.group(2).replace("_", "-") if m else None
+        if not m or name not in VMM_CPU_FLAGS or (m.group(1) and m.group(3)):
+            rest.append(f)
+            continue
+        off = m.group(1) == "-" or m.group(3) in ("off", "false")
+        applied.append(("-" if off else "+") + name)
+    return applied, ",".join(rest)
+
+
 def qemu_args(sec):
-    """The memory size and what cannot be applied, from the QEMU options."""
+    """The memory size, what cannot be applied, the command line and the
+    --cpu flags, from the QEMU options."""
     words = shlex.split(sec.get("qemu_params", "") + " " +
                         sec.get("extra_params", ""))
-    mem, dropped, append = None, [], None
+    mem, dropped, append, cpu = None, [], None, []
     i = 0
     while i < len(words):
         w, arg = words[i], words[i + 1] if i + 1 < len(words) else ""
-        if w == "-m":
+        if w == "-cpu" and arg:
+            applied, rest = cpu_flags(arg)
+            cpu += applied
+            dropped.append(w + " " + rest)
+            i += 2
+        elif w == "-m":
             m = re.match(r"^(\d+)([MG]?)$", arg, re.I)
             if m:
                 mem = m.group(1) + (m.group(2).upper() or "M")
@@ -126,7 +155,7 @@ def qemu_args(sec):
         else:
             dropped.append(w)
             i += 1
-    return mem, dropped, append
+    return mem, dropped, append, cpu
 
 
 def check_holds(spec):
@@ -168,7 +197,7 @@ def smp_of(sec):
 
 def run_section(vmm, suite, sec, sysidle):
     """Returns (verdict, detail, seconds, the section's output)."""
-    mem, dropped, append = qemu_args(sec)
+    mem, dropped, append, cpu = qemu_args(sec)
     args = unquote(sec.get("test_args", ""))
     if append is not None:
         args = (append + " " + args).strip()
@@ -177,6 +206,8 @@ def run_section(vmm, suite, sec, sysidle):
         cmd += ["--device", dev]
     if mem:
         cmd += ["--mem", mem]
+    if cpu:
+        cmd += ["--cpu", ",".join(cpu)]
     if sysidle:
         cmd.append("--sysidle")
     if args:

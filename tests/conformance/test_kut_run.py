@@ -64,6 +64,10 @@ file = absent.flat
 [params]
 file = hello.flat
 qemu_params = -enable-kvm -cpu max,+vmx -m 64 -device pc-testdev -machine pit=off -accel kvm
+
+[cpuflags]
+file = hello.flat
+qemu_params = -cpu qemu64,-x2apic,tsc_deadline=on,vendor=GenuineIntel
 """
 
 EXPECT = {
@@ -79,6 +83,7 @@ EXPECT = {
     "checkno": ("SKIP", "check: /nonexistent/param absent"),
     "missing": ("SKIP", "not built: x86/absent.flat"),
     "params": ("PASS", "not applied: -cpu max,+vmx -machine pit=off"),
+    "cpuflags": ("PASS", "not applied: -cpu qemu64,vendor=GenuineIntel"),
 }
 
 
@@ -109,7 +114,7 @@ def table_checks(suite, plain_out):
           "| pass | PASS | PASS | FAIL |" in out and
           "| hang | TIMEOUT (hangs here) | TIMEOUT | TIMEOUT |" in out and
           "| triple | – | FAIL | FAIL |" in out and
-          "pass: QEMU here 2, vmm 2, vmm --sysidle 1, of 12 sections" in out
+          "pass: QEMU here 2, vmm 3, vmm --sysidle 2, of 13 sections" in out
           and "QEMU passes, the VMM does not: pass, code1" in out and
           "plain and --sysidle differ: pass\n" in out,
           "kut_table: verdicts beside QEMU's (patterns), counts, the "
@@ -144,8 +149,14 @@ def main():
         check(line is not None and "pc-testdev" not in line.group(0),
               "section params: -device pc-testdev is applied (the runner "
               "gives every section --device pc-testdev), not listed", out)
-        check(rc == 1 and "# kvm-unit-tests: 2 pass, 3 fail, 1 timeout, "
-              "6 skip, of 12 sections" in out,
+        line = re.search(r"^PASS\s+cpuflags\s.*$", out, re.M)
+        check(line is not None and line.group(0).endswith(
+              "not applied: -cpu qemu64,vendor=GenuineIntel"),
+              "section cpuflags: -x2apic and tsc_deadline=on go to the "
+              "VMM's --cpu (which takes them), the rest is not applied",
+              out)
+        check(rc == 1 and "# kvm-unit-tests: 3 pass, 3 fail, 1 timeout, "
+              "6 skip, of 13 sections" in out,
               "the whole table: exit 1 (failures), summary counts", out)
         table_checks(suite, out)
         with open(os.path.join(suite, "must.txt"), "w") as f:

@@ -48,6 +48,7 @@ def test_options():
     rc, out, _ = run(["--help"])
     check(rc == 0 and all(o in out for o in
                           ["--mem", "--cpus", "--append", "--module",
+                           "--cpu FLAGS",
                            "--stats-json", "--help", "Exit status",
                            "120", "121", "122", "123", "124", "125",
                            "128+SIG"]),
@@ -57,6 +58,10 @@ def test_options():
     expect(["--cpus", "two", h], 120, "--cpus 'two'", "--cpus two")
     expect(["--mem", "lots", h], 120, "--mem 'lots'", "--mem lots")
     expect(["--bogus", h], 120, "unknown option '--bogus'", "unknown option")
+    expect(["--cpu", "-x2apic,+avx", h], 120, "--cpu: '+avx'",
+           "--cpu with a feature it does not have")
+    expect(["--cpu", "x2apic", h], 120, "--cpu: 'x2apic'",
+           "--cpu with a feature without + or -")
     expect([], 120, "missing KERNEL.elf", "no kernel")
     expect([h, h], 120, "unexpected argument", "two kernels")
     expect(["--cpus"], 120, "needs an argument", "--cpus without value")

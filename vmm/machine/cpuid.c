@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * CPUID: what the host's KVM supports, plus x2APIC and TSC-deadline, the
- * vCPU's APIC ID, and this VMM's hypervisor leaves in place of KVM's.
+ * CPUID: what the host's KVM supports, plus x2APIC and TSC-deadline (unless
+ * --cpu takes them away), the vCPU's APIC ID, and this VMM's hypervisor
+ * leaves in place of KVM's. CPUID.1:EDX.APIC is KVM's to keep: it follows
+ * IA32_APIC_BASE.EN, which the local APIC mirrors into KVM.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -24,7 +27,53 @@ static int cpuid_host(struct vm *vm)
 	if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, host_cpuid) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SUPPORTED_CPUID: %s",
 				strerror(errno));
+	vm->phys_bits = 36; /* without leaf 0x80000008 */
+	for (uint32_t i = 0; i < host_cpuid->nent; i++)
+		if (host_cpuid->entries[i].function == 0x80000008u &&
+		    (host_cpuid->entries[i].eax & 0xff))
+			vm->phys_bits = (uint8_t)host_cpuid->entries[i].eax;
 	return 0;
+}
+
+static const struct {
+	const char *name;
+	unsigned int bit;
+} cpu_flags[] = {
+	{ "x2apic", CPU_F_X2APIC },
+	{ "tsc-deadline", CPU_F_TSC_DEADLINE },
+};
+
+/* The cpu_flags bit named by @name (@len bytes), or 0. */
+static unsigned int cpu_flag_bit(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(cpu_flags) / sizeof(cpu_flags[0]); i++)
+		if (strlen(cpu_flags[i].name) == len &&
+		    !strncmp(name, cpu_flags[i].name, len))
+			return cpu_flags[i].bit;
+	return 0;
+}
+
+int cpu_features_parse(const char *flags, unsigned int *off, char *bad,
+		       size_t bad_len)
+{
+	const char *p = flags;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		unsigned int bit = len > 1 ? cpu_flag_bit(p + 1, len - 1) : 0;
+
+		if (!bit || (*p != '+' && *p != '-')) {
+			snprintf(bad, bad_len, "%.*s", (int)len, p);
+			return -1;
+		}
+		if (*p == '-')
+			*off |= bit;
+		else
+			*off &= ~bit;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
 }
 
 static void cpuid_patch(struct vcpu *v, struct kvm_cpuid_entry2 *e)
@@ -32,9 +81,13 @@ static void cpuid_patch(struct vcpu *v, struct kvm_cpuid_entry2 *e)
 	switch (e->function) {
 	case 1:
 		e->ebx = (e->ebx & 0x00ffffffu) | (v->id << 24);
-		e->ecx |= (1u << 21) | (1u << 24) | (1u << 31); /* x2apic,
-						 * tsc-deadline, hypervisor */
-		e->edx |= 1u << 9; /* APIC */
+		e->ecx |= 1u << 31; /* hypervisor */
+		e->ecx &= ~((1u << 21) | (1u << 24));
+		if (vm_cpu_has(v->vm, CPU_F_X2APIC))
+			e->ecx |= 1u << 21;
+		if (vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
+			e->ecx |= 1u << 24;
+		e->edx |= 1u << 9; /* APIC: KVM clears it while EN is 0 */
 		break;
 	case 0xb:
 	case 0x1f:

@@ -19,7 +19,10 @@ static void irq_post(struct vcpu *t, const struct irq_msg *m)
 		lapic_set_irr(&t->lapic, m->vector, m->trigger_level);
 		break;
 	case DM_NMI:
-		t->nmi_pending = true;
+		/* One in service (blocked by the CPU) and one latched: a
+		 * second NMI before the first is taken is not merged. */
+		if (t->nmi_pending < 2)
+			t->nmi_pending++;
 		break;
 	case DM_INIT:
 		t->init_pending = true;

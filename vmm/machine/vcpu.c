@@ -78,8 +78,11 @@ static void vcpu_inject(struct vcpu *v)
 	bool extint = irq_extint_pending(v);
 	int vec = lapic_pending_vector(&v->lapic);
 
-	if (v->nmi_pending && ioctl(v->fd, KVM_NMI) == 0) {
-		v->nmi_pending = false;
+	/* KVM keeps what the CPU would latch: of two NMIs, the second
+	 * waits for the first one's IRET (or is dropped if one is in
+	 * service already). */
+	while (v->nmi_pending && ioctl(v->fd, KVM_NMI) == 0) {
+		v->nmi_pending--;
 		v->stats.nmis_injected++;
 	}
 	if ((extint || vec >= 0) && v->run->ready_for_interrupt_injection &&
@@ -98,6 +101,25 @@ static void vcpu_inject(struct vcpu *v)
 		vec = lapic_pending_vector(&v->lapic);
 	}
 	v->run->request_interrupt_window = extint || vec >= 0;
+	/* KVM loads CR8 from here at KVM_RUN: the TPR, as the guest last
+	 * wrote it through the APIC registers (or INIT reset it). */
+	v->run->cr8 = v->lapic.tpr >> 4;
+}
+
+/*
+ * CR8 is TPR[7:4]: a MOV to CR8 the guest made shows in the TPR. KVM
+ * stores CR8 in run->cr8 at every exit. Caller: @v's thread, right after
+ * KVM_RUN, lock not held (only this thread writes the TPR).
+ */
+static void vcpu_sync_cr8(struct vcpu *v)
+{
+	uint64_t cr8 = v->run->cr8;
+
+	if (cr8 == v->lapic.tpr >> 4)
+		return;
+	pthread_mutex_lock(&v->lock);
+	v->lapic.tpr = (uint32_t)(cr8 & 0xf) << 4;
+	pthread_mutex_unlock(&v->lock);
 }
 
 static void vcpu_exit_io(struct vcpu *v)
@@ -132,8 +154,12 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 		vcpu_exit_io(v);
 		break;
 	case KVM_EXIT_MMIO:
-		bus_access(v, BUS_MMIO, r->mmio.phys_addr, r->mmio.data,
-			   r->mmio.len, r->mmio.is_write);
+		if (lapic_mmio_claims(&v->lapic, r->mmio.phys_addr))
+			lapic_mmio(v, r->mmio.phys_addr & 0xfff, r->mmio.data,
+				   r->mmio.len, r->mmio.is_write, NULL);
+		else
+			bus_access(v, BUS_MMIO, r->mmio.phys_addr, r->mmio.data,
+				   r->mmio.len, r->mmio.is_write);
 		break;
 	case KVM_EXIT_X86_RDMSR:
 	case KVM_EXIT_X86_WRMSR:
@@ -152,6 +178,7 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 		break;
 	case KVM_EXIT_IRQ_WINDOW_OPEN:
 	case KVM_EXIT_INTR:
+	case KVM_EXIT_SET_TPR: /* CR8 lowered: vcpu_sync_cr8 took it */
 		break;
 	case KVM_EXIT_SHUTDOWN:
 		vmm_fail(VMM_EXIT_TRIPLE_FAULT, "vCPU %u: triple fault "
@@ -257,6 +284,7 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 	if (v->vm->idle)
 		v->vm->idle->run_done(v, false);
 	v->run->immediate_exit = 0;
+	vcpu_sync_cr8(v);
 	if (r < 0) {
 		if (errno == EINTR || errno == EAGAIN) {
 			v->stats.exits[KVM_EXIT_INTR]++;

@@ -104,6 +104,16 @@ int vcpu_set_resume_state(struct vcpu *v, uint32_t addr, bool protected)
 	return 0;
 }
 
+int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} m = { .hdr.nmsrs = 1, .e.index = MSR_IA32_APIC_BASE, .e.data = val };
+
+	return ioctl(v->fd, KVM_SET_MSRS, &m) == 1 ? 0 : -1;
+}
+
 /* The guest TSC at a known host time, for TSC-deadline conversion. */
 static int vcpu_read_tsc(struct vcpu *v)
 {
@@ -171,6 +181,11 @@ void vcpu_set_reset_hook(void (*reset)(struct vcpu *v))
 void vcpu_reset(struct vcpu *v)
 {
 	lapic_reset(v);
+	/* KVM's copy of IA32_APIC_BASE (its CPUID.1:EDX.APIC follows it):
+	 * an S3 resume puts the base back to its power-on value. */
+	if (vcpu_set_kvm_apic_base(v, v->lapic.base_msr))
+		vmm_warn("vCPU %u: KVM refused IA32_APIC_BASE %#llx after a "
+			 "reset", v->id, (unsigned long long)v->lapic.base_msr);
 	if (reset_hook)
 		reset_hook(v);
 }

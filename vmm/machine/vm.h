@@ -62,7 +62,7 @@ struct vcpu {
 	pthread_cond_t wake;
 	enum vcpu_state state;
 	atomic_bool in_run; /* between the injection check and KVM_RUN's end */
-	bool nmi_pending;
+	uint8_t nmi_pending; /* NMIs posted, not yet given to KVM: 0..2 */
 	bool init_pending;
 	bool sipi_pending;
 	uint8_t sipi_vector;
@@ -103,6 +103,12 @@ struct vcpu_idle_ops {
 	void (*run_done)(struct vcpu *v, bool halting);
 };
 
+/* CPU features --cpu can take away from the guest (on by default). */
+enum cpu_feature {
+	CPU_F_X2APIC = 1u << 0,       /* CPUID.1:ECX[21], IA32_APIC_BASE.EXTD */
+	CPU_F_TSC_DEADLINE = 1u << 1, /* CPUID.1:ECX[24], the LVT timer mode */
+};
+
 /* What the machine is made of (main.c's options). */
 struct machine_config {
 	uint64_t mem_size;
@@ -112,6 +118,7 @@ struct machine_config {
 	const char **modules;
 	unsigned int nmodules;
 	enum lapic_tick_policy lapic_tick_policy; /* --lapic-tick-policy */
+	unsigned int cpu_features_off; /* --cpu: enum cpu_feature bits */
 };
 
 struct vm {
@@ -124,6 +131,7 @@ struct vm {
 	unsigned int ncpus;
 	unsigned int max_cpus;
 	uint32_t tsc_khz;
+	uint8_t phys_bits; /* the guest's MAXPHYADDR (CPUID 0x80000008) */
 	struct vcpu *vcpus;
 	uint64_t entry; /* multiboot entry point */
 	uint64_t mbi;   /* multiboot info address */
@@ -179,6 +187,9 @@ int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector); /* vcpu_setup.c */
 /* vcpu_setup.c: the S3 resume state: real mode at CS = @addr >> 4,
  * IP = @addr & 0xf, or flat protected mode at @addr (@protected). */
 int vcpu_set_resume_state(struct vcpu *v, uint32_t addr, bool protected);
+/* vcpu_setup.c, @v's thread: KVM's copy of IA32_APIC_BASE, which its
+ * CPUID.1:EDX.APIC follows; -1 when KVM refuses @val. */
+int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val);
 /* vcpu_setup.c: per-vCPU state that INIT resets along with the local
  * APIC (the pv tick); set before the vCPUs are created. Lock held. */
 void vcpu_set_reset_hook(void (*reset)(struct vcpu *v));
@@ -211,5 +222,16 @@ int irq_extint_ack(struct vcpu *v);
 
 /* cpuid.c */
 int cpuid_setup(struct vcpu *v);
+/* --cpu FLAGS: comma-separated +feature / -feature (x2apic, tsc-deadline)
+ * into @off (the enum cpu_feature bits turned off); -1: @bad names the
+ * flag that is not one. */
+int cpu_features_parse(const char *flags, unsigned int *off, char *bad,
+		       size_t bad_len);
+
+/* Any thread: the VM's guest CPU has feature @f (enum cpu_feature). */
+static inline bool vm_cpu_has(const struct vm *vm, unsigned int f)
+{
+	return !(vm->cfg && (vm->cfg->cpu_features_off & f));
+}
 
 #endif

@@ -9,6 +9,8 @@
 #include "machine/devices/devices.h"
 #include "machine/vm.h"
 
+#define APIC_BASE_ADDR_MASK (~0xfffull)
+
 /* Work to do after the lock is dropped: it takes other vCPUs' locks. */
 struct lapic_after {
 	bool send;
@@ -19,6 +21,20 @@ struct lapic_after {
 bool lapic_x2apic(const struct lapic *l)
 {
 	return l->base_msr & APIC_BASE_X2APIC;
+}
+
+static bool lapic_hw_enabled(const struct lapic *l)
+{
+	return l->base_msr & APIC_BASE_ENABLE;
+}
+
+/* The xAPIC page: only while the APIC is enabled in xAPIC mode, at its
+ * IA32_APIC_BASE; otherwise the address is no APIC's. */
+bool lapic_mmio_claims(const struct lapic *l, uint64_t gpa)
+{
+	return (l->base_msr & (APIC_BASE_ENABLE | APIC_BASE_X2APIC)) ==
+		       APIC_BASE_ENABLE &&
+	       (gpa & ~0xfffull) == (l->base_msr & APIC_BASE_ADDR_MASK);
 }
 
 static int vec_highest(const uint32_t *bits)
@@ -62,7 +78,7 @@ int lapic_pending_vector(const struct lapic *l)
 {
 	int irrv = vec_highest(l->irr);
 
-	if (irrv < 0 || !(l->svr & APIC_SVR_ENABLE) ||
+	if (irrv < 0 || !(l->svr & APIC_SVR_ENABLE) || !lapic_hw_enabled(l) ||
 	    ((uint32_t)irrv & 0xf0) <= (lapic_ppr(l) & 0xf0))
 		return -1;
 	return irrv;
@@ -77,6 +93,8 @@ void lapic_accept(struct lapic *l, int vector)
 
 void lapic_set_irr(struct lapic *l, uint8_t vector, bool level)
 {
+	if (!lapic_hw_enabled(l))
+		return; /* a disabled APIC takes no interrupts */
 	if (vector < 16) {
 		l->esr |= 1u << 6; /* received illegal vector */
 		return;
@@ -113,18 +131,15 @@ bool lapic_match(const struct lapic *l, uint32_t dest, bool logical,
 	return dest & (ldr >> 24);
 }
 
-/* Resets to the power-on/INIT state; the APIC base MSR and mode are kept
- * across INIT. Caller holds the lock (or the vCPU is not running yet). */
-void lapic_reset(struct vcpu *v)
+/* Every register but the ID (and the TPR when @keep_tpr) to its
+ * power-on value. Caller holds the lock. */
+static void lapic_regs_reset(struct vcpu *v, bool keep_tpr)
 {
 	struct lapic *l = &v->lapic;
 
 	lapic_timer_stop(v);
-	l->id = v->id;
-	if (!l->base_msr)
-		l->base_msr = GUEST_LAPIC_BASE | APIC_BASE_ENABLE |
-			      (v->id == 0 ? APIC_BASE_BSP : 0);
-	l->tpr = 0;
+	if (!keep_tpr)
+		l->tpr = 0;
 	l->svr = 0xff;
 	l->ldr = 0;
 	l->dfr = 0xffffffffu;
@@ -140,6 +155,21 @@ void lapic_reset(struct vcpu *v)
 	l->rearm_last_ns = l->rearm_interval_ns = l->timer_tick_ns = 0;
 	l->rearm_streak = 0;
 	l->rearm_fired = false;
+}
+
+/* Power-on (the first call: the APIC base MSR is still 0) or INIT, which
+ * keeps the APIC base MSR, the mode and the ID register. Caller holds the
+ * lock (or the vCPU is not running yet). */
+void lapic_reset(struct vcpu *v)
+{
+	struct lapic *l = &v->lapic;
+
+	if (!l->base_msr) {
+		l->base_msr = GUEST_LAPIC_BASE | APIC_BASE_ENABLE |
+			      (v->id == 0 ? APIC_BASE_BSP : 0);
+		l->id = v->id;
+	}
+	lapic_regs_reset(v, false);
 }
 
 static void lapic_eoi(struct vcpu *v, struct lapic_after *after)
@@ -176,70 +206,60 @@ static void lapic_icr_send(struct lapic *l, uint32_t low, uint32_t dest,
 		after->msg.level = true;
 }
 
-/* One register at xAPIC offset @reg. Caller holds v->lock. Returns -1
- * where an x2APIC access must #GP (write-only or reserved register). */
-static int lapic_reg_read(struct vcpu *v, uint32_t reg, uint64_t *val)
+/* One register at xAPIC offset @reg, through either front end (the x2APIC
+ * one has checked the access against x2apic_access first); a register
+ * that is not one reads as 0. Caller holds v->lock. */
+static uint64_t lapic_reg_read(struct vcpu *v, uint32_t reg)
 {
 	struct lapic *l = &v->lapic;
 	bool x2 = lapic_x2apic(l);
 
 	switch (reg) {
-	case APIC_REG_ID: *val = x2 ? l->id : l->id << 24; break;
+	case APIC_REG_ID: return x2 ? l->id : l->id << 24;
 	case APIC_REG_VERSION:
-		*val = APIC_VERSION | ((LAPIC_NR_LVT - 1) << 16);
-		break;
-	case APIC_REG_TPR: *val = l->tpr; break;
-	case 0x090: *val = 0; break; /* APR */
-	case 0x0a0: *val = lapic_ppr(l); break;
-	case APIC_REG_LDR: *val = lapic_ldr(l); break;
-	case 0x0e0: if (x2) return -1; *val = l->dfr; break;
-	case APIC_REG_SVR: *val = l->svr; break;
-	case APIC_REG_ESR: *val = l->esr; break;
+		return APIC_VERSION | ((LAPIC_NR_LVT - 1) << 16);
+	case APIC_REG_TPR: return l->tpr;
+	case 0x0a0: return lapic_ppr(l);
+	case APIC_REG_LDR: return lapic_ldr(l);
+	case 0x0e0: return l->dfr;
+	case APIC_REG_SVR: return l->svr;
+	case APIC_REG_ESR: return l->esr;
 	case APIC_REG_ICR_LOW:
-		*val = x2 ? ((uint64_t)l->icr_high << 32) | l->icr_low
+		return x2 ? ((uint64_t)l->icr_high << 32) | l->icr_low
 			  : l->icr_low;
-		break;
-	case APIC_REG_ICR_HIGH: if (x2) return -1; *val = l->icr_high; break;
-	case APIC_REG_TIMER_ICR: *val = l->timer_icr; break;
-	case APIC_REG_TIMER_CCR: *val = lapic_timer_read_ccr(v); break;
-	case APIC_REG_TIMER_DCR: *val = l->timer_dcr; break;
-	case APIC_REG_EOI:
-	case APIC_REG_SELF_IPI:
-		if (x2) return -1;
-		*val = 0;
-		break;
+	case APIC_REG_ICR_HIGH: return l->icr_high;
+	case APIC_REG_TIMER_ICR: return l->timer_icr;
+	case APIC_REG_TIMER_CCR: return lapic_timer_read_ccr(v);
+	case APIC_REG_TIMER_DCR: return l->timer_dcr;
 	default:
 		if (reg >= APIC_REG_ISR && reg < APIC_REG_ISR + 0x80)
-			*val = l->isr[(reg - APIC_REG_ISR) >> 4];
-		else if (reg >= APIC_REG_TMR && reg < APIC_REG_TMR + 0x80)
-			*val = l->tmr[(reg - APIC_REG_TMR) >> 4];
-		else if (reg >= APIC_REG_IRR && reg < APIC_REG_IRR + 0x80)
-			*val = l->irr[(reg - APIC_REG_IRR) >> 4];
-		else if (reg >= APIC_REG_LVT_TIMER && reg <= APIC_REG_LVT_ERROR)
-			*val = l->lvt[(reg - APIC_REG_LVT_TIMER) >> 4];
-		else if (x2)
-			return -1;
-		else
-			*val = 0;
+			return l->isr[(reg - APIC_REG_ISR) >> 4];
+		if (reg >= APIC_REG_TMR && reg < APIC_REG_TMR + 0x80)
+			return l->tmr[(reg - APIC_REG_TMR) >> 4];
+		if (reg >= APIC_REG_IRR && reg < APIC_REG_IRR + 0x80)
+			return l->irr[(reg - APIC_REG_IRR) >> 4];
+		if (reg >= APIC_REG_LVT_TIMER && reg <= APIC_REG_LVT_ERROR)
+			return l->lvt[(reg - APIC_REG_LVT_TIMER) >> 4];
+		return 0; /* APR, RRD, EOI, SELF IPI, reserved */
 	}
-	return 0;
 }
 
-/* Caller holds v->lock; IPIs and EOI broadcasts are left in @after for
- * lapic_do_after() once it is dropped. Returns -1 for an x2APIC #GP. */
-static int lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
-			   struct lapic_after *after)
+/* As lapic_reg_read; writes to read-only or reserved registers are
+ * dropped. Caller holds v->lock; IPIs and EOI broadcasts are left in
+ * @after for lapic_do_after() once it is dropped. */
+static void lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
+			    struct lapic_after *after)
 {
 	struct lapic *l = &v->lapic;
 	bool x2 = lapic_x2apic(l);
 	uint32_t v32 = (uint32_t)val;
 
 	switch (reg) {
-	case APIC_REG_ID: if (x2) return -1; l->id = v32 >> 24; break;
+	case APIC_REG_ID: if (!x2) l->id = v32 >> 24; break;
 	case APIC_REG_TPR: l->tpr = v32 & 0xff; break;
 	case APIC_REG_EOI: lapic_eoi(v, after); break;
-	case APIC_REG_LDR: if (x2) return -1; l->ldr = v32 & 0xff000000u; break;
-	case 0x0e0: if (x2) return -1; l->dfr = v32 | 0x0fffffffu; break;
+	case APIC_REG_LDR: if (!x2) l->ldr = v32 & 0xff000000u; break;
+	case 0x0e0: if (!x2) l->dfr = v32 | 0x0fffffffu; break;
 	case APIC_REG_SVR:
 		l->svr = v32 & 0x3ff;
 		if (!(l->svr & APIC_SVR_ENABLE)) {
@@ -257,8 +277,8 @@ static int lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
 						 : l->icr_high >> 24, after);
 		break;
 	case APIC_REG_ICR_HIGH:
-		if (x2) return -1;
-		l->icr_high = v32 & 0xff000000u;
+		if (!x2)
+			l->icr_high = v32 & 0xff000000u;
 		break;
 	case APIC_REG_LVT_TIMER:
 		if (!(l->svr & APIC_SVR_ENABLE))
@@ -268,19 +288,17 @@ static int lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
 	case APIC_REG_TIMER_ICR: lapic_timer_write_icr(v, v32); break;
 	case APIC_REG_TIMER_DCR: lapic_timer_write_dcr(v, v32); break;
 	case APIC_REG_SELF_IPI:
-		if (!x2) return 0;
-		lapic_icr_send(l, (v32 & 0xff) | APIC_ICR_DEST_SELF, 0, after);
+		if (x2)
+			lapic_icr_send(l, (v32 & 0xff) | APIC_ICR_DEST_SELF, 0,
+				       after);
 		break;
 	default:
 		if (reg > APIC_REG_LVT_TIMER && reg <= APIC_REG_LVT_ERROR) {
 			if (!(l->svr & APIC_SVR_ENABLE))
 				v32 |= APIC_LVT_MASKED;
 			l->lvt[(reg - APIC_REG_LVT_TIMER) >> 4] = v32 & 0x1a7ff;
-		} else if (x2) {
-			return -1; /* read-only or reserved */
 		}
 	}
-	return 0;
 }
 
 /* Caller holds no vCPU lock: this takes the targets' and the IOAPIC's. */
@@ -292,108 +310,195 @@ static void lapic_do_after(struct vcpu *v, const struct lapic_after *after)
 		ioapic_eoi((uint8_t)after->eoi_level_vector);
 }
 
-static int lapic_write(struct vcpu *v, uint32_t reg, uint64_t val)
+static void lapic_write(struct vcpu *v, uint32_t reg, uint64_t val)
 {
 	struct lapic_after after = { .eoi_level_vector = -1 };
-	int err;
 
 	pthread_mutex_lock(&v->lock);
-	err = lapic_reg_write(v, reg, val, &after);
+	lapic_reg_write(v, reg, val, &after);
 	pthread_mutex_unlock(&v->lock);
 	lapic_do_after(v, &after);
-	return err;
 }
 
-static int lapic_read(struct vcpu *v, uint32_t reg, uint64_t *val)
+static uint64_t lapic_read(struct vcpu *v, uint32_t reg)
 {
-	int err;
+	uint64_t val;
 
 	pthread_mutex_lock(&v->lock);
-	err = lapic_reg_read(v, reg, val);
+	val = lapic_reg_read(v, reg);
 	pthread_mutex_unlock(&v->lock);
-	return err;
+	return val;
 }
 
-/* xAPIC MMIO page at GUEST_LAPIC_BASE; ignored in x2APIC mode. */
+/* The xAPIC page of @v, offset @off, while lapic_mmio_claims() says it is
+ * there. Caller: @v's thread, lock not held. */
 void lapic_mmio(struct vcpu *v, uint64_t off, uint8_t *data,
 		unsigned int len, bool is_write, void *opaque)
 {
-	uint64_t val = 0;
-	uint32_t v32;
+	uint32_t v32 = 0;
 
 	(void)opaque;
 	if (is_write) {
 		memcpy(&v32, data, len < 4 ? len : 4);
-		if (!lapic_x2apic(&v->lapic))
-			lapic_write(v, (uint32_t)off & 0xff0, v32);
+		lapic_write(v, (uint32_t)off & 0xff0, v32);
 		return;
 	}
-	if (!lapic_x2apic(&v->lapic))
-		lapic_read(v, (uint32_t)off & 0xff0, &val);
-	v32 = (uint32_t)val;
+	v32 = (uint32_t)lapic_read(v, (uint32_t)off & 0xff0);
 	memset(data, 0, len);
 	memcpy(data, &v32, len < 4 ? len : 4);
 }
 
-/* IA32_APIC_BASE: enable and x2APIC bits; x2APIC -> xAPIC only through
- * disabled, as on hardware. Caller: @v's thread. */
+/*
+ * x2APIC MSR 0x800 + @idx (@idx: the xAPIC offset >> 4): may it be read,
+ * written, per the SDM's x2APIC register table. Anything else (APR, RRD,
+ * DFR, the ICR's high half, the CMCI LVT this APIC does not have,
+ * reserved MSRs) raises #GP both ways.
+ */
+enum { X2APIC_RD = 1, X2APIC_WR = 2 };
+static unsigned int x2apic_access(uint32_t idx)
+{
+	switch (idx) {
+	case 0x02: /* ID */
+	case 0x03: /* version */
+	case 0x0a: /* PPR */
+	case 0x0d: /* LDR */
+	case 0x39: /* timer current count */
+		return X2APIC_RD;
+	case 0x08: /* TPR */
+	case 0x0f: /* SVR */
+	case 0x28: /* ESR */
+	case 0x30: /* ICR, 64 bits */
+	case 0x38: /* timer initial count */
+	case 0x3e: /* timer divide configuration */
+		return X2APIC_RD | X2APIC_WR;
+	case 0x0b: /* EOI */
+	case 0x3f: /* SELF IPI */
+		return X2APIC_WR;
+	default:
+		if (idx >= 0x10 && idx <= 0x27) /* ISR, TMR, IRR */
+			return X2APIC_RD;
+		if (idx >= 0x32 && idx <= 0x37) /* the LVT but CMCI */
+			return X2APIC_RD | X2APIC_WR;
+		return 0;
+	}
+}
+
+/* Whether WRMSR @val to x2APIC register @idx (writable) must #GP: bits
+ * 63:32 are reserved but in the ICR; EOI and ESR take 0 only; SELF IPI
+ * takes a vector only. */
+static bool x2apic_write_faults(uint32_t idx, uint64_t val)
+{
+	if (idx != 0x30 && (val >> 32))
+		return true;
+	if (idx == 0x0b || idx == 0x28)
+		return val != 0;
+	if (idx == 0x3f)
+		return val & ~0xffull;
+	return false;
+}
+
+/* IA32_APIC_BASE bits a write must leave clear: bits 7:0 and 9, the base
+ * above MAXPHYADDR, EXTD without x2APIC. */
+static uint64_t lapic_base_reserved(const struct vcpu *v)
+{
+	uint64_t r = 0x2ffull | ~((1ull << v->vm->phys_bits) - 1);
+
+	if (!vm_cpu_has(v->vm, CPU_F_X2APIC))
+		r |= APIC_BASE_X2APIC;
+	return r;
+}
+
+/*
+ * IA32_APIC_BASE, as the SDM's x2APIC state diagram has it: disabled <->
+ * xAPIC, xAPIC -> x2APIC, x2APIC -> disabled; #GP on EXTD without EN,
+ * disabled -> x2APIC, x2APIC -> xAPIC and reserved bits. The BSP bit is
+ * read-only. Disabling resets every register but the ID and the TPR (CR8
+ * lives on); enabling, or entering x2APIC mode, sets the ID back to the
+ * initial one. KVM gets the new value, for CPUID.1:EDX.APIC. Caller: @v's
+ * thread, lock not held.
+ */
 static int lapic_base_write(struct vcpu *v, uint64_t val)
 {
 	struct lapic *l = &v->lapic;
-	uint64_t keep = l->base_msr & APIC_BASE_BSP;
+	uint64_t old = l->base_msr;
+	bool en = val & APIC_BASE_ENABLE, x2 = val & APIC_BASE_X2APIC;
+	bool old_en = old & APIC_BASE_ENABLE, old_x2 = old & APIC_BASE_X2APIC;
 
-	if ((val & APIC_BASE_X2APIC) && !(val & APIC_BASE_ENABLE))
+	val = (val & ~(uint64_t)APIC_BASE_BSP) | (old & APIC_BASE_BSP);
+	if ((val & lapic_base_reserved(v)) || (x2 && !en))
 		return -1;
-	if (lapic_x2apic(l) && (val & APIC_BASE_ENABLE) &&
-	    !(val & APIC_BASE_X2APIC))
-		return -1; /* x2APIC -> xAPIC only through disabled */
+	if ((old_x2 && en && !x2) || (!old_en && x2))
+		return -1;
+	if (val == old)
+		return 0;
+	if (vcpu_set_kvm_apic_base(v, val))
+		return -1;
 	pthread_mutex_lock(&v->lock);
-	l->base_msr = (val & (0xfffff000ull | APIC_BASE_ENABLE |
-			      APIC_BASE_X2APIC)) | keep;
+	if (old_en && !en)
+		lapic_regs_reset(v, true);
+	if ((!old_en && en) || (!old_x2 && x2))
+		l->id = v->id;
+	l->base_msr = val;
 	pthread_mutex_unlock(&v->lock);
 	return 0;
 }
 
-/* APIC_BASE, TSC_DEADLINE and the x2APIC range; -1 means #GP. */
+/* TSC_DEADLINE reads 0 outside TSC-deadline mode (lapic_timer.c). */
+static int lapic_tsc_deadline_read(struct vcpu *v, uint64_t *val)
+{
+	if (!vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
+		return -1;
+	pthread_mutex_lock(&v->lock);
+	*val = lapic_timer_read_tsc_deadline(v);
+	pthread_mutex_unlock(&v->lock);
+	return 0;
+}
+
+/* APIC_BASE, TSC_DEADLINE and the x2APIC range; -1 means #GP. Caller:
+ * @v's thread, lock not held. */
 int lapic_msr_read(struct vcpu *v, uint32_t msr, uint64_t *val)
 {
-	struct lapic *l = &v->lapic;
+	uint32_t idx = msr - MSR_X2APIC_BASE;
 
 	if (msr == MSR_IA32_APIC_BASE) {
-		*val = l->base_msr;
+		*val = v->lapic.base_msr;
 		return 0;
 	}
-	if (msr == MSR_IA32_TSC_DEADLINE) {
-		pthread_mutex_lock(&v->lock);
-		*val = l->tsc_deadline;
-		pthread_mutex_unlock(&v->lock);
-		return 0;
-	}
-	if (!lapic_x2apic(l))
+	if (msr == MSR_IA32_TSC_DEADLINE)
+		return lapic_tsc_deadline_read(v, val);
+	if (!lapic_x2apic(&v->lapic) || msr < MSR_X2APIC_BASE ||
+	    msr > MSR_X2APIC_LAST || !(x2apic_access(idx) & X2APIC_RD))
 		return -1;
-	return lapic_read(v, (msr - MSR_X2APIC_BASE) << 4, val);
+	*val = lapic_read(v, idx << 4);
+	return 0;
 }
 
 int lapic_msr_write(struct vcpu *v, uint32_t msr, uint64_t val)
 {
+	uint32_t idx = msr - MSR_X2APIC_BASE;
+
 	if (msr == MSR_IA32_APIC_BASE)
 		return lapic_base_write(v, val);
 	if (msr == MSR_IA32_TSC_DEADLINE) {
+		if (!vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
+			return -1;
 		pthread_mutex_lock(&v->lock);
 		lapic_timer_write_tsc_deadline(v, val);
 		pthread_mutex_unlock(&v->lock);
 		return 0;
 	}
-	if (!lapic_x2apic(&v->lapic))
+	if (!lapic_x2apic(&v->lapic) || msr < MSR_X2APIC_BASE ||
+	    msr > MSR_X2APIC_LAST || !(x2apic_access(idx) & X2APIC_WR) ||
+	    x2apic_write_faults(idx, val))
 		return -1;
-	if (msr - MSR_X2APIC_BASE == (APIC_REG_ICR_HIGH >> 4))
-		return -1;
-	return lapic_write(v, (msr - MSR_X2APIC_BASE) << 4, val);
+	lapic_write(v, idx << 4, val);
+	return 0;
 }
 
+/* The xAPIC page is decoded per vCPU, where its IA32_APIC_BASE puts it
+ * (lapic_mmio_claims, before the bus): nothing to register. */
 int lapic_init(struct vm *vm)
 {
 	(void)vm;
-	return bus_register(BUS_MMIO, GUEST_LAPIC_BASE, 0x1000, lapic_mmio,
-			    NULL);
+	return 0;
 }

@@ -74,7 +74,10 @@ void lapic_set_irr(struct lapic *l, uint8_t vector, bool level);
 bool lapic_irr_only(const struct lapic *l, int vector); /* IRR == {vector} */
 bool lapic_match(const struct lapic *l, uint32_t dest, bool logical,
 		 bool x2apic);
-/* Without the lock held (they take it): */
+/* Any thread (a snapshot; @l's own thread alone changes it): @gpa is in
+ * @l's xAPIC page (enabled, xAPIC mode, at its IA32_APIC_BASE). */
+bool lapic_mmio_claims(const struct lapic *l, uint64_t gpa);
+/* Without the lock held (they take it), on @v's thread: */
 void lapic_mmio(struct vcpu *v, uint64_t off, uint8_t *data,
 		unsigned int len, bool is_write, void *opaque);
 int lapic_msr_read(struct vcpu *v, uint32_t msr, uint64_t *val);
@@ -87,6 +90,7 @@ void lapic_timer_write_icr(struct vcpu *v, uint32_t count);
 void lapic_timer_write_dcr(struct vcpu *v, uint32_t val);
 uint32_t lapic_timer_read_ccr(struct vcpu *v);
 void lapic_timer_write_tsc_deadline(struct vcpu *v, uint64_t tsc);
+uint64_t lapic_timer_read_tsc_deadline(const struct vcpu *v);
 void lapic_timer_stop(struct vcpu *v);
 /* The periodic tick's host timer off while the guest does not need it
  * (--sysidle, full idle), and on again with the ticks due then given by

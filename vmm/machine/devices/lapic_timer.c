@@ -256,18 +256,75 @@ void lapic_timer_init(struct vcpu *v)
 	hk_timer_init(&v->lapic.timer, lapic_timer_fire);
 }
 
-/* Caller holds the vCPU lock. A mode change stops the timer. */
+static uint64_t timer_icr_period(const struct lapic *l)
+{
+	return (uint64_t)l->timer_icr * timer_divide(l) *
+	       (1000000000ull / GUEST_APIC_TIMER_HZ);
+}
+
+/* When a running one-shot or periodic count next reaches 0, else 0. */
+static uint64_t timer_next_expiry(const struct lapic *l, uint64_t now)
+{
+	uint64_t p = l->timer_period_ns;
+
+	if (!l->timer_deadline_ns)
+		return 0;
+	if (!p)
+		return l->timer_deadline_ns > now ? l->timer_deadline_ns : 0;
+	if (now < l->timer_next_ns)
+		return l->timer_next_ns;
+	return now + p - (now - l->timer_next_ns) % p;
+}
+
+/*
+ * One-shot <-> periodic: the count goes on from where it is; a periodic
+ * timer becomes one that stops at 0, a running one-shot one that reloads
+ * at 0; an expired one-shot stays at 0. Caller holds the lock, the mode
+ * already changed in lvt[0].
+ */
+static void timer_switch_count_mode(struct vcpu *v, uint64_t now)
+{
+	struct lapic *l = &v->lapic;
+	uint64_t next = timer_next_expiry(l, now), period;
+
+	lapic_timer_stop(v);
+	timer_detect_tick(l, 0);
+	if (!next)
+		return;
+	if (timer_mode(l) == APIC_LVT_TIMER_PERIODIC) {
+		period = timer_icr_period(l);
+		l->timer_period_ns = period < TIMER_MIN_PERIOD_NS ?
+				     TIMER_MIN_PERIOD_NS : period;
+		l->timer_next_ns = next;
+		l->timer_start_ns = next - l->timer_period_ns;
+	}
+	timer_arm(v, next);
+}
+
+/*
+ * Caller holds the vCPU lock. Between one-shot and periodic the count runs
+ * on (timer_switch_count_mode); into or out of TSC-deadline mode the timer
+ * stops, the initial count and the deadline are cleared. Without the
+ * TSC-deadline feature bit 18 is reserved (reads 0).
+ */
 void lapic_timer_write_lvt(struct vcpu *v, uint32_t val)
 {
 	struct lapic *l = &v->lapic;
-	uint32_t old_mode = timer_mode(l);
+	uint32_t old_mode = timer_mode(l), modes = LVT_TIMER_MODE;
 
-	l->lvt[0] = val & (0xff | APIC_LVT_MASKED | LVT_TIMER_MODE);
-	if (timer_mode(l) != old_mode) {
+	if (!vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
+		modes = APIC_LVT_TIMER_PERIODIC;
+	l->lvt[0] = val & (0xff | APIC_LVT_MASKED | modes);
+	if (timer_mode(l) == old_mode)
+		return;
+	if (old_mode == APIC_LVT_TIMER_TSCDEADLINE ||
+	    timer_mode(l) == APIC_LVT_TIMER_TSCDEADLINE) {
 		lapic_timer_stop(v);
 		timer_detect_tick(l, 0);
 		l->timer_icr = 0;
+		return;
 	}
+	timer_switch_count_mode(v, now_ns());
 }
 
 void lapic_timer_write_icr(struct vcpu *v, uint32_t count)
@@ -283,8 +340,7 @@ void lapic_timer_write_icr(struct vcpu *v, uint32_t count)
 		timer_detect_tick(l, 0);
 		return;
 	}
-	period = (uint64_t)count * timer_divide(l) *
-		 (1000000000ull / GUEST_APIC_TIMER_HZ);
+	period = timer_icr_period(l);
 	if (timer_mode(l) == APIC_LVT_TIMER_PERIODIC)
 		l->timer_period_ns = period < TIMER_MIN_PERIOD_NS ?
 				     TIMER_MIN_PERIOD_NS : period;
@@ -330,6 +386,15 @@ static uint64_t tsc_to_ns(const struct lapic *l, uint64_t tsc)
 	if (ns > UINT64_MAX / 2)
 		return UINT64_MAX / 2;
 	return l->tsc0_ns + (uint64_t)ns;
+}
+
+/* Caller holds the lock: the armed deadline, 0 outside TSC-deadline
+ * mode (and once it fired). */
+uint64_t lapic_timer_read_tsc_deadline(const struct vcpu *v)
+{
+	if (timer_mode(&v->lapic) != APIC_LVT_TIMER_TSCDEADLINE)
+		return 0;
+	return v->lapic.tsc_deadline;
 }
 
 /* Writes are ignored outside TSC-deadline mode; 0 disarms. */

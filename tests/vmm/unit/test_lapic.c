@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The local APIC's registers, driven through its two front ends
+ * (lapic_mmio, lapic_msr_read/write) on one vCPU without KVM: IA32_APIC_BASE
+ * transitions, the x2APIC MSR access rules, the ID and LDR, the TPR, the
+ * timer's mode switches. What lapic.c and lapic_timer.c call outside (the
+ * interrupt bus, the IOAPIC, KVM's APIC base, the housekeeping timers, the
+ * clock) is faked below.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "machine/vm.h"
+
+/* --- fakes --- */
+
+static uint64_t fake_now;
+static int sends;
+static struct irq_msg last_msg;
+static uint64_t kvm_apic_base;
+static hk_fire_fn timer_fire;
+static uint64_t timer_armed; /* 0: not armed */
+
+uint64_t now_ns(void) { return fake_now; }
+
+void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m)
+{
+	(void)vm;
+	(void)src;
+	sends++;
+	last_msg = *m;
+}
+
+void ioapic_eoi(uint8_t vector) { (void)vector; }
+
+int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val)
+{
+	(void)v;
+	kvm_apic_base = val;
+	return 0;
+}
+
+void vcpu_kick_for(struct vcpu *v, int reason) { (void)v; (void)reason; }
+
+void hk_timer_init(struct hk_timer *t, hk_fire_fn fire)
+{
+	t->fire = fire;
+	timer_fire = fire;
+}
+void hk_timer_arm(struct hk_timer *t, uint64_t d) { (void)t; timer_armed = d; }
+void hk_timer_arm_quiet(struct hk_timer *t, uint64_t d)
+{
+	(void)t;
+	timer_armed = d;
+}
+void hk_timer_cancel(struct hk_timer *t) { (void)t; timer_armed = 0; }
+void hk_timer_cancel_quiet(struct hk_timer *t) { (void)t; timer_armed = 0; }
+
+/* --- one vCPU --- */
+
+#define ID 0x23u /* x2APIC cluster 2, logical bit 3 */
+#define XAPIC_BASE (GUEST_LAPIC_BASE | APIC_BASE_ENABLE)
+#define X2APIC_BASE (XAPIC_BASE | APIC_BASE_X2APIC)
+
+static struct machine_config cfg;
+static struct vm vm;
+static struct vcpu *v;
+
+static void setup(void)
+{
+	memset(&cfg, 0, sizeof(cfg));
+	memset(&vm, 0, sizeof(vm));
+	vm.cfg = &cfg;
+	vm.phys_bits = 39;
+	vm.ncpus = 1;
+	v = aligned_alloc(64, sizeof(*v));
+	memset(v, 0, sizeof(*v));
+	pthread_mutex_init(&v->lock, NULL);
+	v->vm = &vm;
+	v->id = ID;
+	fake_now = 1000000;
+	sends = 0;
+	kvm_apic_base = 0;
+	timer_armed = 0;
+	lapic_timer_init(v);
+	lapic_reset(v);
+}
+
+static void teardown(void)
+{
+	free(v);
+}
+
+static uint32_t mmio_read(uint32_t reg)
+{
+	uint32_t val;
+
+	lapic_mmio(v, reg, (uint8_t *)&val, 4, false, NULL);
+	return val;
+}
+
+static void mmio_write(uint32_t reg, uint32_t val)
+{
+	lapic_mmio(v, reg, (uint8_t *)&val, 4, true, NULL);
+}
+
+static int base_write(uint64_t val)
+{
+	return lapic_msr_write(v, MSR_IA32_APIC_BASE, val);
+}
+
+static uint64_t base_read(void)
+{
+	uint64_t val = 0;
+
+	ck_assert_int_eq(lapic_msr_read(v, MSR_IA32_APIC_BASE, &val), 0);
+	return val;
+}
+
+static int x2_read(uint32_t reg, uint64_t *val)
+{
+	return lapic_msr_read(v, MSR_X2APIC_BASE + (reg >> 4), val);
+}
+
+static int x2_write(uint32_t reg, uint64_t val)
+{
+	return lapic_msr_write(v, MSR_X2APIC_BASE + (reg >> 4), val);
+}
+
+/* --- IA32_APIC_BASE --- */
+
+START_TEST(base_legal_transitions)
+{
+	ck_assert_uint_eq(base_read(), XAPIC_BASE); /* not the BSP */
+	ck_assert_int_eq(base_write(X2APIC_BASE), 0);
+	ck_assert_uint_eq(kvm_apic_base, X2APIC_BASE);
+	ck_assert_int_eq(base_write(GUEST_LAPIC_BASE), 0);
+	ck_assert_uint_eq(kvm_apic_base, GUEST_LAPIC_BASE);
+	ck_assert_int_eq(base_write(XAPIC_BASE), 0);
+	ck_assert_uint_eq(base_read(), XAPIC_BASE);
+}
+END_TEST
+
+START_TEST(base_illegal_transitions)
+{
+	ck_assert_int_eq(base_write(GUEST_LAPIC_BASE | APIC_BASE_X2APIC), -1);
+	ck_assert_int_eq(base_write(X2APIC_BASE), 0);
+	ck_assert_int_eq(base_write(XAPIC_BASE), -1); /* x2APIC -> xAPIC */
+	ck_assert_int_eq(base_write(GUEST_LAPIC_BASE), 0);
+	ck_assert_int_eq(base_write(X2APIC_BASE), -1); /* disabled -> x2 */
+	ck_assert_uint_eq(base_read(), GUEST_LAPIC_BASE);
+	ck_assert_uint_eq(kvm_apic_base, GUEST_LAPIC_BASE);
+}
+END_TEST
+
+START_TEST(base_reserved_bits)
+{
+	ck_assert_int_eq(base_write(XAPIC_BASE | 1), -1);
+	ck_assert_int_eq(base_write(XAPIC_BASE | (1u << 9)), -1);
+	ck_assert_int_eq(base_write(XAPIC_BASE | (1ull << 39)), -1);
+	ck_assert_int_eq(base_write(XAPIC_BASE | (1ull << 38)), 0);
+	ck_assert_uint_eq(base_read(), XAPIC_BASE | (1ull << 38));
+}
+END_TEST
+
+START_TEST(base_bsp_read_only)
+{
+	ck_assert_int_eq(base_write(XAPIC_BASE | APIC_BASE_BSP), 0);
+	ck_assert_uint_eq(base_read() & APIC_BASE_BSP, 0);
+}
+END_TEST
+
+START_TEST(base_no_x2apic_feature)
+{
+	cfg.cpu_features_off = CPU_F_X2APIC;
+	ck_assert_int_eq(base_write(X2APIC_BASE), -1);
+	ck_assert_uint_eq(base_read(), XAPIC_BASE);
+}
+END_TEST
+
+START_TEST(mmio_follows_base_and_mode)
+{
+	ck_assert(lapic_mmio_claims(&v->lapic, GUEST_LAPIC_BASE + 0x30));
+	ck_assert_int_eq(base_write(GUEST_LAPIC_BASE), 0);
+	ck_assert(!lapic_mmio_claims(&v->lapic, GUEST_LAPIC_BASE + 0x30));
+	ck_assert_int_eq(base_write(0xfed40000u | APIC_BASE_ENABLE), 0);
+	ck_assert(!lapic_mmio_claims(&v->lapic, GUEST_LAPIC_BASE + 0x30));
+	ck_assert(lapic_mmio_claims(&v->lapic, 0xfed40030u));
+	ck_assert_int_eq(base_write(0xfed40000u | APIC_BASE_ENABLE |
+				    APIC_BASE_X2APIC), 0);
+	ck_assert(!lapic_mmio_claims(&v->lapic, 0xfed40030u));
+}
+END_TEST
+
+/* --- ID, LDR, TPR --- */
+
+START_TEST(id_resets_on_enable)
+{
+	uint64_t val = 0;
+
+	ck_assert_uint_eq(mmio_read(APIC_REG_ID), ID << 24);
+	mmio_write(APIC_REG_ID, 0x11u << 24);
+	ck_assert_uint_eq(mmio_read(APIC_REG_ID), 0x11u << 24);
+	ck_assert_int_eq(base_write(GUEST_LAPIC_BASE), 0);
+	ck_assert_int_eq(base_write(XAPIC_BASE), 0);
+	ck_assert_uint_eq(mmio_read(APIC_REG_ID), ID << 24);
+	mmio_write(APIC_REG_ID, 0x11u << 24);
+	ck_assert_int_eq(base_write(X2APIC_BASE), 0); /* x2APIC: initial */
+	ck_assert_int_eq(x2_read(APIC_REG_ID, &val), 0);
+	ck_assert_uint_eq(val, ID);
+}
+END_TEST
+
+START_TEST(x2apic_id_and_ldr_read_only)
+{
+	uint64_t val = 0;
+
+	ck_assert_int_eq(base_write(X2APIC_BASE), 0);
+	ck_assert_int_eq(x2_write(APIC_REG_ID, 5), -1);
+	ck_assert_int_eq(x2_read(APIC_REG_ID, &val), 0);
+	ck_assert_uint_eq(val, ID);
+	ck_assert_int_eq(x2_read(APIC_REG_LDR, &val), 0);
+	ck_assert_uint_eq(val, (2u << 16) | (1u << 3));
+	ck_assert_int_eq(x2_write(APIC_REG_LDR, 0), -1);
+}
+END_TEST
+
+START_TEST(disable_drops_state_keeps_tpr)
+{
+	mmio_write(APIC_REG_SVR, 0x1ff);
+	mmio_write(APIC_REG_TPR, 0x20);
+	lapic_set_irr(&v->lapic, 0x80, false);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0x80);
+	ck_assert_int_eq(base_write(GUEST_LAPIC_BASE), 0);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), -1);
+	lapic_set_irr(&v->lapic, 0x90, false); /* disabled: not taken */
+	ck_assert_int_eq(base_write(XAPIC_BASE), 0);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), -1);
+	ck_assert_uint_eq(mmio_read(APIC_REG_SVR), 0xff);
+	ck_assert_uint_eq(mmio_read(APIC_REG_TPR), 0x20);
+}
+END_TEST
+
+/* --- x2APIC MSR access rules --- */
+
+START_TEST(x2apic_gp_rules)
+{
+	static const uint32_t no_read[] = { 0x090, 0x0b0, 0x0c0, 0x0e0, 0x2f0,
+		0x310, 0x3f0, 0x040, 0x3a0 };
+	static const uint32_t no_write[] = { 0x020, 0x030, 0x090, 0x0a0,
+		0x0d0, 0x0e0, 0x100, 0x170, 0x180, 0x200, 0x270, 0x2f0, 0x310,
+		0x390, 0x3a0 };
+	static const uint32_t high_gp[] = { 0x080, 0x0b0, 0x0f0, 0x280, 0x320,
+		0x330, 0x340, 0x350, 0x360, 0x370, 0x380, 0x3e0, 0x3f0 };
+	uint64_t val = 0;
+
+	ck_assert_int_eq(x2_read(APIC_REG_VERSION, &val), -1); /* xAPIC mode */
+	ck_assert_int_eq(base_write(X2APIC_BASE), 0);
+	for (size_t i = 0; i < sizeof(no_read) / sizeof(no_read[0]); i++)
+		ck_assert_msg(x2_read(no_read[i], &val) == -1, "read %#x",
+			      no_read[i]);
+	for (size_t i = 0; i < sizeof(no_write) / sizeof(no_write[0]); i++)
+		ck_assert_msg(x2_write(no_write[i], 0) == -1, "write %#x",
+			      no_write[i]);
+	for (size_t i = 0; i < sizeof(high_gp) / sizeof(high_gp[0]); i++)
+		ck_assert_msg(x2_write(high_gp[i], 1ull << 32) == -1,
+			      "write %#x, bit 32", high_gp[i]);
+	ck_assert_int_eq(x2_write(APIC_REG_EOI, 1), -1);
+	ck_assert_int_eq(x2_write(APIC_REG_ESR, 1), -1);
+	ck_assert_int_eq(x2_write(APIC_REG_EOI, 0), 0);
+	ck_assert_int_eq(x2_write(APIC_REG_ESR, 0), 0);
+	ck_assert_int_eq(x2_write(APIC_REG_TPR, 0x30), 0);
+	ck_assert_int_eq(x2_read(APIC_REG_TPR, &val), 0);
+	ck_assert_uint_eq(val, 0x30);
+	ck_assert_int_eq(x2_read(APIC_REG_TIMER_CCR, &val), 0);
+}
+END_TEST
+
+START_TEST(x2apic_self_ipi_and_icr)
+{
+	uint64_t val = 0;
+
+	ck_assert_int_eq(base_write(X2APIC_BASE), 0);
+	ck_assert_int_eq(x2_write(APIC_REG_SELF_IPI, 0x100), -1);
+	ck_assert_int_eq(x2_write(APIC_REG_SELF_IPI, 0xff00), -1);
+	ck_assert_int_eq(sends, 0);
+	ck_assert_int_eq(x2_write(APIC_REG_SELF_IPI, 0x41), 0);
+	ck_assert_int_eq(sends, 1);
+	ck_assert_uint_eq(last_msg.vector, 0x41);
+	ck_assert_uint_eq(last_msg.shorthand, 1);
+	ck_assert_int_eq(x2_write(APIC_REG_ICR_LOW, (7ull << 32) | 0x42), 0);
+	ck_assert_int_eq(sends, 2);
+	ck_assert_uint_eq(last_msg.dest, 7);
+	ck_assert(last_msg.x2apic);
+	ck_assert_int_eq(x2_read(APIC_REG_ICR_LOW, &val), 0);
+	ck_assert_uint_eq(val, (7ull << 32) | 0x42);
+}
+END_TEST
+
+/* --- TSC-deadline hidden --- */
+
+START_TEST(tsc_deadline_hidden)
+{
+	uint64_t val = 0;
+
+	cfg.cpu_features_off = CPU_F_TSC_DEADLINE;
+	ck_assert_int_eq(lapic_msr_read(v, MSR_IA32_TSC_DEADLINE, &val), -1);
+	ck_assert_int_eq(lapic_msr_write(v, MSR_IA32_TSC_DEADLINE, 1), -1);
+	mmio_write(APIC_REG_SVR, 0x1ff);
+	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_TSCDEADLINE | 0xef);
+	ck_assert_uint_eq(mmio_read(APIC_REG_LVT_TIMER), 0xef);
+}
+END_TEST
+
+/* --- the timer's mode switches --- */
+
+static void timer_setup(uint32_t mode, uint32_t count)
+{
+	mmio_write(APIC_REG_SVR, 0x1ff);
+	mmio_write(APIC_REG_TIMER_DCR, 0xb); /* divide by 1: 1 ns a count */
+	mmio_write(APIC_REG_LVT_TIMER, mode | 0xee);
+	mmio_write(APIC_REG_TIMER_ICR, count);
+}
+
+START_TEST(oneshot_to_periodic_keeps_count)
+{
+	timer_setup(APIC_LVT_TIMER_ONESHOT, 1000000);
+	fake_now += 600000;
+	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_PERIODIC | 0xee);
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_ICR), 1000000);
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 400000);
+	/* it reloads at 0 */
+	fake_now += 400000;
+	ck_assert_uint_eq(timer_armed, fake_now);
+	timer_fire(&v->lapic.timer, timer_armed);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	fake_now += 1000;
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 999000);
+}
+END_TEST
+
+START_TEST(periodic_to_oneshot_keeps_count)
+{
+	timer_setup(APIC_LVT_TIMER_PERIODIC, 1000000);
+	fake_now += 2300000; /* two periods late, 300 us into the third */
+	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_ONESHOT | 0xee);
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 700000);
+	fake_now += 700000;
+	timer_fire(&v->lapic.timer, timer_armed);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	fake_now += 1000;
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 0); /* stopped */
+}
+END_TEST
+
+START_TEST(expired_oneshot_stays_zero)
+{
+	timer_setup(APIC_LVT_TIMER_ONESHOT, 1000);
+	fake_now += 2000;
+	timer_fire(&v->lapic.timer, timer_armed);
+	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_PERIODIC | 0xee);
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 0);
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_ICR), 1000);
+}
+END_TEST
+
+START_TEST(tsc_deadline_switch_clears)
+{
+	uint64_t val = 1;
+
+	timer_setup(APIC_LVT_TIMER_ONESHOT, 1000000);
+	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_TSCDEADLINE | 0xee);
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_ICR), 0);
+	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 0);
+	ck_assert_uint_eq(timer_armed, 0);
+	v->lapic.tsc_khz = 1000000;
+	ck_assert_int_eq(lapic_msr_write(v, MSR_IA32_TSC_DEADLINE, 5000), 0);
+	ck_assert_int_eq(lapic_msr_read(v, MSR_IA32_TSC_DEADLINE, &val), 0);
+	ck_assert_uint_eq(val, 5000);
+	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_ONESHOT | 0xee);
+	ck_assert_int_eq(lapic_msr_read(v, MSR_IA32_TSC_DEADLINE, &val), 0);
+	ck_assert_uint_eq(val, 0);
+	ck_assert_uint_eq(timer_armed, 0);
+}
+END_TEST
+
+static Suite *lapic_suite(void)
+{
+	Suite *s = suite_create("lapic");
+	TCase *tc = tcase_create("registers");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, base_legal_transitions);
+	tcase_add_test(tc, base_illegal_transitions);
+	tcase_add_test(tc, base_reserved_bits);
+	tcase_add_test(tc, base_bsp_read_only);
+	tcase_add_test(tc, base_no_x2apic_feature);
+	tcase_add_test(tc, mmio_follows_base_and_mode);
+	tcase_add_test(tc, id_resets_on_enable);
+	tcase_add_test(tc, x2apic_id_and_ldr_read_only);
+	tcase_add_test(tc, disable_drops_state_keeps_tpr);
+	tcase_add_test(tc, x2apic_gp_rules);
+	tcase_add_test(tc, x2apic_self_ipi_and_icr);
+	tcase_add_test(tc, tsc_deadline_hidden);
+	tcase_add_test(tc, oneshot_to_periodic_keeps_count);
+	tcase_add_test(tc, periodic_to_oneshot_keeps_count);
+	tcase_add_test(tc, expired_oneshot_stays_zero);
+	tcase_add_test(tc, tsc_deadline_switch_clears);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(lapic_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
