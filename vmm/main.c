@@ -24,6 +24,7 @@
 #include "idle/idle.h"
 #include "machine/devices/devices.h"
 #include "machine/pause.h"
+#include "machine/pci.h"
 #include "machine/vm.h"
 #include "hookrun.h" /* DEFAULT_HOOKS_DIR, --hook-timeout */
 
@@ -90,13 +91,17 @@ static const char usage_text[] =
 "                     (default /etc/sysidle/hooks; absent: no hooks)\n"
 "  --hook-timeout SECONDS  kill a hook still running after SECONDS\n"
 "                     (default 10)\n"
+"  --device NAME      add a device (repeatable): edu (QEMU's edu PCI\n"
+"                     device), intel-iommu (VT-d at 0xfed90000, interrupt\n"
+"                     remapping in xAPIC mode)\n"
 "  -h, --help         print this help and exit 0\n"
 "\n"
 "Signals: SIGUSR2 ends a full-idle period from outside (the tick restarts).\n"
 "\n"
 "Devices: 16550 UART at 0x3f8 (stdout/stdin, IRQ 4), isa-debug-exit at 0xf4,\n"
 "fw_cfg at 0x510/0x511, IOAPIC at 0xfec00000, local APIC (xAPIC at\n"
-"0xfee00000 and x2APIC MSRs), PIC/PIT ports ignored.\n"
+"0xfee00000 and x2APIC MSRs), PIC/PIT ports ignored, PCI configuration\n"
+"mechanism #1 at 0xcf8 with a host bridge at 00:00.0.\n"
 "\n"
 "Exit status:\n"
 "  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success;\n"
@@ -210,6 +215,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "metrics-file", required_argument, NULL, 'F' },
 		{ "hooks", required_argument, NULL, 'H' },
 		{ "hook-timeout", required_argument, NULL, 'O' },
+		{ "device", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -323,6 +329,15 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 				return usage_error("--hook-timeout '%s': "
 						   HOOKS_TIMEOUT_USAGE, optarg);
 			break;
+		case 'D':
+			if (!strcmp(optarg, "edu"))
+				o->machine.devices |= MACHINE_DEV_EDU;
+			else if (!strcmp(optarg, "intel-iommu"))
+				o->machine.devices |= MACHINE_DEV_INTEL_IOMMU;
+			else
+				return usage_error("--device '%s': expected edu "
+						   "or intel-iommu", optarg);
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			free(o->machine.modules);
@@ -351,8 +366,13 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 
 static int devices_init(struct vm *vm)
 {
+	unsigned int dev = vm->cfg->devices;
+
 	return serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
-	       legacy_init(vm) || ioapic_init(vm) || lapic_init(vm) ? -1 : 0;
+	       legacy_init(vm) || ioapic_init(vm) || lapic_init(vm) ||
+	       pci_init(vm) || q35_host_init(vm) ||
+	       ((dev & MACHINE_DEV_INTEL_IOMMU) && intel_iommu_init(vm)) ||
+	       ((dev & MACHINE_DEV_EDU) && edu_init(vm)) ? -1 : 0;
 }
 
 /* Sleeps until the VM stops by itself or a stop signal arrives. */

@@ -11,8 +11,9 @@ command line, `-m` from qemu_params/extra_params as --mem, the section's
 SKIP, not FAIL, when its `arch` is not x86_64, it needs `accel = tcg`, a
 `check =` precondition (PATH=VALUE) does not hold here, it is in the
 `nodefault` group (unless named with --only), or its file was not built.
-What the VMM cannot apply (-cpu models and flags, -device, -machine) is
-listed in the line, not silently dropped.
+-device edu and -device intel-iommu (intremap=on, eim=off) become
+--device. What the VMM cannot apply (-cpu models and flags, other
+-device, -machine) is listed in the line, not silently dropped.
 
 The guest's code (written to the isa-debug-exit port, returned by the VMM
 as its exit status; QEMU returns it as (code << 1) | 1, which is why the
@@ -95,11 +96,25 @@ def parse_timeout(s):
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
+# QEMU -device values the VMM models as --device NAME: the options it
+# implements (anything else leaves the device not applied).
+VMM_DEVICES = {"edu": set(), "intel-iommu": {"intremap=on", "eim=off"}}
+
+
+def vmm_device(arg):
+    """The --device NAME for a QEMU -device value, or None."""
+    name, *opts = arg.split(",")
+    if name in VMM_DEVICES and set(opts) <= VMM_DEVICES[name]:
+        return name
+    return None
+
+
 def qemu_args(sec):
-    """The memory size and what cannot be applied, from the QEMU options."""
+    """The memory size, the devices, and what cannot be applied, from the
+    QEMU options."""
     words = shlex.split(sec.get("qemu_params", "") + " " +
                         sec.get("extra_params", ""))
-    mem, dropped, append = None, [], None
+    mem, dropped, append, devices = None, [], None, []
     i = 0
     while i < len(words):
         w, arg = words[i], words[i + 1] if i + 1 < len(words) else ""
@@ -111,6 +126,9 @@ def qemu_args(sec):
         elif w == "-append":
             append = arg
             i += 2
+        elif w == "-device" and vmm_device(arg):
+            devices.append(vmm_device(arg))
+            i += 2
         elif w == "-enable-kvm" or (w in ("-accel", "-machine") and
                                     arg in ("kvm", "accel=kvm")):
             i += 1 if w == "-enable-kvm" else 2  # KVM is all this VMM is
@@ -120,7 +138,7 @@ def qemu_args(sec):
         else:
             dropped.append(w)
             i += 1
-    return mem, dropped, append
+    return mem, dropped, append, devices
 
 
 def check_holds(spec):
@@ -162,13 +180,15 @@ def smp_of(sec):
 
 def run_section(vmm, suite, sec, sysidle):
     """Returns (verdict, detail, seconds, the section's output)."""
-    mem, dropped, append = qemu_args(sec)
+    mem, dropped, append, devices = qemu_args(sec)
     args = unquote(sec.get("test_args", ""))
     if append is not None:
         args = (append + " " + args).strip()
     cmd = [vmm, "--control", "none", "--cpus", str(smp_of(sec))]
     if mem:
         cmd += ["--mem", mem]
+    for d in devices:
+        cmd += ["--device", d]
     if sysidle:
         cmd.append("--sysidle")
     if args:

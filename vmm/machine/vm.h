@@ -109,7 +109,10 @@ struct machine_config {
 	const char **modules;
 	unsigned int nmodules;
 	enum lapic_tick_policy lapic_tick_policy; /* --lapic-tick-policy */
+	unsigned int devices; /* --device: MACHINE_DEV_* */
 };
+#define MACHINE_DEV_EDU 0x1u
+#define MACHINE_DEV_INTEL_IOMMU 0x2u
 
 struct vm {
 	int kvm_fd;
@@ -190,6 +193,16 @@ struct irq_msg {
 	bool x2apic;       /* 32-bit destination format */
 };
 void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m);
+/* An MSI: a memory write of @data to @addr (0xfeexxxxx) by requester @sid
+ * (PCI bus/dev/fn). Any thread holding no vCPU lock. An interrupt
+ * remapper, when set (setup time), sees every one first: it returns 0 and
+ * fills @m, 1 to let a compatibility-format message through, or -1 to
+ * block it. */
+typedef int (*irq_remap_fn)(uint64_t addr, uint32_t data, uint16_t sid,
+			    struct irq_msg *m);
+void irq_set_remap(irq_remap_fn fn);
+void irq_msi(struct vm *vm, uint64_t addr, uint32_t data, uint16_t sid);
+bool irq_msi_decode(uint64_t addr, uint32_t data, struct irq_msg *m);
 
 /* cpuid.c */
 int cpuid_setup(struct vcpu *v);

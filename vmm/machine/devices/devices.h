@@ -19,5 +19,8 @@ int ioapic_init(struct vm *vm);     /* IOAPIC at 0xfec00000 */
 void ioapic_set_irq(unsigned int pin, bool level);
 void ioapic_eoi(uint8_t vector);
 int lapic_init(struct vm *vm);      /* local APIC MMIO at 0xfee00000 */
+int q35_host_init(struct vm *vm);   /* PCI host bridge at 00:00.0 */
+int edu_init(struct vm *vm);        /* QEMU's edu device, next free slot */
+int intel_iommu_init(struct vm *vm); /* VT-d registers at 0xfed90000 */
 
 #endif
