@@ -86,7 +86,6 @@ static void vtd_record_fault(struct vtd *s, uint16_t sid, uint8_t reason,
 	s->frcd[0] = info;
 	s->frcd[1] = sid | (uint64_t)reason << 32 |
 		     (uint64_t)!is_write << 62 | 1ull << 63;
-	s->fsts |= VTD_FSTS_PPF;
 	vtd_fault_event(s);
 }
 
