@@ -194,13 +194,14 @@ struct irq_msg {
 };
 void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m);
 /* An MSI: a memory write of @data to @addr (0xfeexxxxx) by requester @sid
- * (PCI bus/dev/fn). Any thread holding no vCPU lock. An interrupt
+ * (PCI bus/dev/fn, or IRQ_SID_NONE). Any thread holding no vCPU lock. An interrupt
  * remapper, when set (setup time), sees every one first: it returns 0 and
  * fills @m, 1 to let a compatibility-format message through, or -1 to
  * block it. */
 typedef int (*irq_remap_fn)(uint64_t addr, uint32_t data, uint16_t sid,
 			    struct irq_msg *m);
 void irq_set_remap(irq_remap_fn fn);
+#define IRQ_SID_NONE 0xffff /* no requester id (the IOAPIC's messages) */
 void irq_msi(struct vm *vm, uint64_t addr, uint32_t data, uint16_t sid);
 bool irq_msi_decode(uint64_t addr, uint32_t data, struct irq_msg *m);
 

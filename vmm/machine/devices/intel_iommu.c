@@ -162,12 +162,16 @@ int vtd_translate(struct vtd *s, uint16_t sid, uint64_t iova, uint64_t len,
 	return -1;
 }
 
-/* Checks the IRTE's source-id against @sid; true when it may use it. */
+/* Checks the IRTE's source-id against @sid; true when it may use it. A
+ * message without a requester id (the IOAPIC's, as on QEMU's machine,
+ * whose firmware names no IOAPIC source-id) is not checked. */
 static bool vtd_irte_sid_ok(const uint64_t irte[2], uint16_t sid)
 {
 	static const uint16_t sq_mask[4] = { 0xffff, 0xfffb, 0xfff9, 0xfff8 };
 	uint16_t want = (uint16_t)irte[1];
 
+	if (sid == IRQ_SID_NONE)
+		return true;
 	switch (irte[1] >> 18 & 3) {
 	case 0: return true;
 	case 1: return ((sid ^ want) & sq_mask[irte[1] >> 16 & 3]) == 0;
