@@ -64,6 +64,7 @@ file = absent.flat
 [params]
 file = hello.flat
 qemu_params = -enable-kvm -cpu max,+vmx -m 64 -machine pit=off -accel kvm
+extra_params = -device edu -device intel-iommu,intremap=on,eim=off -device intel-iommu,eim=on
 """
 
 EXPECT = {
@@ -78,7 +79,8 @@ EXPECT = {
     "tcg": ("SKIP", "accel tcg"),
     "checkno": ("SKIP", "check: /nonexistent/param absent"),
     "missing": ("SKIP", "not built: x86/absent.flat"),
-    "params": ("PASS", "not applied: -cpu max,+vmx -machine pit=off"),
+    "params": ("PASS", "not applied: -cpu max,+vmx -machine pit=off "
+               "-device intel-iommu,eim=on"),
 }
 
 
@@ -108,10 +110,14 @@ def main():
                   detail in m.group(2),
                   f"section {name}: {verdict} ({detail or 'exit 0'})", out + err)
         line = re.search(r"^PASS\s+params\s.*$", out, re.M)
-        check(line is not None and line.group(0).endswith("pit=off") and
+        check(line is not None and line.group(0).endswith("eim=on") and
               "kvm" not in line.group(0),
               "section params: -enable-kvm and -accel kvm are what the VMM "
               "is, not listed as not applied", out)
+        check(line is not None and "edu" not in line.group(0) and
+              "eim=off" not in line.group(0),
+              "section params: -device edu and intel-iommu with the options "
+              "the VMM models become --device (the guest still passes)", out)
         check(rc == 1 and "# kvm-unit-tests: 2 pass, 3 fail, 1 timeout, "
               "6 skip, of 12 sections" in out,
               "the whole table: exit 1 (failures), summary counts", out)
