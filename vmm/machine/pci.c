@@ -330,17 +330,15 @@ int pci_register(struct pci_dev *d)
 	return 0;
 }
 
-static void pci_config_io(struct vcpu *v, uint64_t off, uint8_t *data,
-			  unsigned int len, bool is_write, void *opaque)
+/* CONFIG_ADDRESS is a dword register: other sizes do not reach it (and
+ * leave 0xcf9, a chipset's reset control, to whoever claims it). */
+static void pci_config_address_io(struct vcpu *v, uint64_t off,
+				  uint8_t *data, unsigned int len,
+				  bool is_write, void *opaque)
 {
 	uint32_t val = 0;
 
 	(void)v; (void)opaque;
-	if (off >= 4) {
-		pci_config_data((unsigned int)off - 4, data, len, is_write);
-		return;
-	}
-	/* CONFIG_ADDRESS is a dword register; other sizes do not reach it */
 	if (off != 0 || len != 4) {
 		if (!is_write)
 			memset(data, 0xff, len);
@@ -353,6 +351,13 @@ static void pci_config_io(struct vcpu *v, uint64_t off, uint8_t *data,
 		val = pci_config_address_read();
 		memcpy(data, &val, 4);
 	}
+}
+
+static void pci_config_data_io(struct vcpu *v, uint64_t off, uint8_t *data,
+			       unsigned int len, bool is_write, void *opaque)
+{
+	(void)v; (void)opaque;
+	pci_config_data((unsigned int)off, data, len, is_write);
 }
 
 static void pci_window(struct vcpu *v, uint64_t off, uint8_t *data,
@@ -372,7 +377,8 @@ int pci_init(struct vm *vm)
 	static int io_tag;
 
 	pci.vm = vm;
-	return bus_register(BUS_PIO, 0xcf8, 8, pci_config_io, NULL) ||
+	return bus_register(BUS_PIO, 0xcf8, 1, pci_config_address_io, NULL) ||
+	       bus_register(BUS_PIO, 0xcfc, 4, pci_config_data_io, NULL) ||
 	       bus_register(BUS_PIO, PCI_IO_WINDOW_BASE,
 			    PCI_IO_WINDOW_END - PCI_IO_WINDOW_BASE, pci_window,
 			    &io_tag) ||
