@@ -24,6 +24,7 @@
 #include "idle/idle.h"
 #include "machine/devices/devices.h"
 #include "machine/pause.h"
+#include "machine/pci.h"
 #include "machine/vm.h"
 #include "hookrun.h" /* DEFAULT_HOOKS_DIR, --hook-timeout */
 
@@ -34,6 +35,8 @@ static const struct {
 	int (*init)(struct vm *vm);
 } optional_devices[] = {
 	{ "pc-testdev", pc_testdev_init },
+	{ "intel-iommu", intel_iommu_init }, /* before edu: its remapper */
+	{ "edu", edu_init },
 };
 #define NR_OPTIONAL_DEVICES \
 	(sizeof(optional_devices) / sizeof(optional_devices[0]))
@@ -69,6 +72,9 @@ static const char usage_text[] =
 "                     scratch ports 0xe0 and 0xe8, page flush 0xe4, ISA\n"
 "                     IRQ lines 0..23 at ports 0x2000-0x2017, 64 KiB of\n"
 "                     memory behind MMIO at 0xff000000\n"
+"                     intel-iommu  VT-d at 0xfed90000: DMA remapping and\n"
+"                     interrupt remapping in xAPIC mode\n"
+"                     edu  QEMU's edu PCI device (DMA, MSI)\n"
 "  --stats-json FILE  write per-vCPU exit counts, HLT exits, interrupts\n"
 "                     injected, time halted, the housekeeping thread's\n"
 "                     host wake-ups and the pause counters to FILE at exit\n"
@@ -121,7 +127,8 @@ static const char usage_text[] =
 "to vCPU 0's LINT0, ExtINT at start), IOAPIC at 0xfec00000, local APIC\n"
 "(xAPIC at 0xfee00000 and x2APIC MSRs), CMOS RTC at 0x70/0x71 (IRQ 8),\n"
 "ACPI PM registers at 0x600 (SCI: IRQ 9) with S3 and S5, ACPI tables at\n"
-"0xe0000, PIT ports ignored.\n"
+"0xe0000, PCI configuration mechanism #1 at 0xcf8 with a host bridge at\n"
+"00:00.0, PIT ports ignored.\n"
 "\n"
 "Exit status:\n"
 "  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success;\n"
@@ -178,7 +185,7 @@ static int check_name(const char *s)
 
 static int usage_error(const char *fmt, const char *arg);
 
-#define DEVICE_NAMES "pc-testdev" /* optional_devices[]' names */
+#define DEVICE_NAMES "pc-testdev, intel-iommu, edu" /* optional_devices[]' names */
 
 /* --device NAME: 0, or -1 for a name not in optional_devices[]. */
 static int parse_device(const char *name, struct vm_options *o)
@@ -238,7 +245,6 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "cpus", required_argument, NULL, 'c' },
 		{ "append", required_argument, NULL, 'a' },
 		{ "module", required_argument, NULL, 'M' },
-		{ "device", required_argument, NULL, 'D' },
 		{ "cpu", required_argument, NULL, 'U' },
 		{ "stats-json", required_argument, NULL, 's' },
 		{ "sysidle", no_argument, NULL, 'S' },
@@ -252,6 +258,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "metrics-file", required_argument, NULL, 'F' },
 		{ "hooks", required_argument, NULL, 'H' },
 		{ "hook-timeout", required_argument, NULL, 'O' },
+		{ "device", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -410,7 +417,8 @@ static int devices_init(struct vm *vm, const struct vm_options *o)
 	if (serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
 	    legacy_init(vm) || pic_init(vm) || ioapic_init(vm) ||
 	    lapic_init(vm) ||
-	    acpi_pm_init(vm) || rtc_init(vm))
+	    acpi_pm_init(vm) || rtc_init(vm) || pci_init(vm) ||
+	    q35_host_init(vm))
 		return -1;
 	for (size_t i = 0; i < NR_OPTIONAL_DEVICES; i++)
 		if (o->devices[i] && optional_devices[i].init(vm))

@@ -12,11 +12,11 @@ SKIP, not FAIL, when its `arch` is not x86_64, it needs `accel = tcg`, a
 `check =` precondition (PATH=VALUE) does not hold here, it is in the
 `nodefault` group (unless named with --only), or its file was not built.
 Every section runs with --device pc-testdev, as QEMU's runner adds
--device pc-testdev to every one. The -cpu flags the VMM has
-(VMM_CPU_FLAGS: +x2apic, -tsc-deadline, x2apic=off, ...) go to its --cpu;
-what it cannot apply (-cpu models and other flags, other -device,
--machine) is listed in the line, not silently
-dropped.
+-device pc-testdev to every one; -device edu and -device intel-iommu
+(intremap=on, eim=off) become --device too. The -cpu flags the VMM
+has (VMM_CPU_FLAGS: +x2apic, -tsc-deadline, x2apic=off, ...) go to its
+--cpu; what it cannot apply (-cpu models and other flags, other
+-device, -machine) is listed in the line, not silently dropped.
 
 The guest's code (written to the isa-debug-exit port, returned by the VMM
 as its exit status; QEMU returns it as (code << 1) | 1, which is why the
@@ -122,12 +122,25 @@ def cpu_flags(spec):
     return applied, ",".join(rest)
 
 
+# QEMU -device values the VMM models as --device NAME: the options it
+# implements (anything else leaves the device not applied).
+VMM_DEVICES = {"edu": set(), "intel-iommu": {"intremap=on", "eim=off"}}
+
+
+def vmm_device(arg):
+    """The --device NAME for a QEMU -device value, or None."""
+    name, *opts = arg.split(",")
+    if name in VMM_DEVICES and set(opts) <= VMM_DEVICES[name]:
+        return name
+    return None
+
+
 def qemu_args(sec):
-    """The memory size, what cannot be applied, the command line and the
-    --cpu flags, from the QEMU options."""
+    """The memory size, what cannot be applied, the command line, the
+    --cpu flags and the devices, from the QEMU options."""
     words = shlex.split(sec.get("qemu_params", "") + " " +
                         sec.get("extra_params", ""))
-    mem, dropped, append, cpu = None, [], None, []
+    mem, dropped, append, cpu, devices = None, [], None, [], []
     i = 0
     while i < len(words):
         w, arg = words[i], words[i + 1] if i + 1 < len(words) else ""
@@ -146,6 +159,9 @@ def qemu_args(sec):
             i += 2
         elif w == "-device" and arg in ALWAYS_DEVICES:
             i += 2  # given to every section (run_section)
+        elif w == "-device" and vmm_device(arg):
+            devices.append(vmm_device(arg))
+            i += 2
         elif w == "-enable-kvm" or (w in ("-accel", "-machine") and
                                     arg in ("kvm", "accel=kvm")):
             i += 1 if w == "-enable-kvm" else 2  # KVM is all this VMM is
@@ -155,7 +171,7 @@ def qemu_args(sec):
         else:
             dropped.append(w)
             i += 1
-    return mem, dropped, append, cpu
+    return mem, dropped, append, cpu, devices
 
 
 def check_holds(spec):
@@ -197,7 +213,7 @@ def smp_of(sec):
 
 def run_section(vmm, suite, sec, sysidle):
     """Returns (verdict, detail, seconds, the section's output)."""
-    mem, dropped, append, cpu = qemu_args(sec)
+    mem, dropped, append, cpu, devices = qemu_args(sec)
     args = unquote(sec.get("test_args", ""))
     if append is not None:
         args = (append + " " + args).strip()
@@ -208,6 +224,8 @@ def run_section(vmm, suite, sec, sysidle):
         cmd += ["--mem", mem]
     if cpu:
         cmd += ["--cpu", ",".join(cpu)]
+    for d in devices:
+        cmd += ["--device", d]
     if sysidle:
         cmd.append("--sysidle")
     if args:

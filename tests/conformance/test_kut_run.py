@@ -63,7 +63,8 @@ file = absent.flat
 
 [params]
 file = hello.flat
-qemu_params = -enable-kvm -cpu max,+vmx -m 64 -device pc-testdev -machine pit=off -accel kvm
+qemu_params = -enable-kvm -cpu max,+vmx -m 64 -machine pit=off -accel kvm -device pc-testdev
+extra_params = -device edu -device intel-iommu,intremap=on,eim=off -device intel-iommu,eim=on
 
 [cpuflags]
 file = hello.flat
@@ -82,7 +83,8 @@ EXPECT = {
     "tcg": ("SKIP", "accel tcg"),
     "checkno": ("SKIP", "check: /nonexistent/param absent"),
     "missing": ("SKIP", "not built: x86/absent.flat"),
-    "params": ("PASS", "not applied: -cpu max,+vmx -machine pit=off"),
+    "params": ("PASS", "not applied: -cpu max,+vmx -machine pit=off "
+               "-device intel-iommu,eim=on"),
     "cpuflags": ("PASS", "not applied: -cpu qemu64,vendor=GenuineIntel"),
 }
 
@@ -142,13 +144,17 @@ def main():
                   detail in m.group(2),
                   f"section {name}: {verdict} ({detail or 'exit 0'})", out + err)
         line = re.search(r"^PASS\s+params\s.*$", out, re.M)
-        check(line is not None and line.group(0).endswith("pit=off") and
+        check(line is not None and line.group(0).endswith("eim=on") and
               "kvm" not in line.group(0),
               "section params: -enable-kvm and -accel kvm are what the VMM "
               "is, not listed as not applied", out)
         check(line is not None and "pc-testdev" not in line.group(0),
               "section params: -device pc-testdev is applied (the runner "
               "gives every section --device pc-testdev), not listed", out)
+        check(line is not None and "edu" not in line.group(0) and
+              "eim=off" not in line.group(0),
+              "section params: -device edu and intel-iommu with the options "
+              "the VMM models become --device (the guest still passes)", out)
         line = re.search(r"^PASS\s+cpuflags\s.*$", out, re.M)
         check(line is not None and line.group(0).endswith(
               "not applied: -cpu qemu64,vendor=GenuineIntel"),

@@ -134,3 +134,37 @@ void irq_extint_kick(struct vm *vm)
 		vcpu_kick(bsp);
 	pthread_mutex_unlock(&bsp->lock);
 }
+
+static irq_remap_fn irq_remap;
+
+/* Setup time, before the vCPUs start. */
+void irq_set_remap(irq_remap_fn fn)
+{
+	irq_remap = fn;
+}
+
+/* A compatibility-format MSI to @m; false when @addr is not an interrupt
+ * message. */
+bool irq_msi_decode(uint64_t addr, uint32_t data, struct irq_msg *m)
+{
+	if ((addr >> 20) != 0xfee)
+		return false;
+	*m = (struct irq_msg){
+		.dest = (uint32_t)(addr >> 12) & 0xff,
+		.logical = addr & (1u << 2),
+		.vector = (uint8_t)data,
+		.mode = (uint8_t)((data >> 8) & 7),
+		.trigger_level = data & (1u << 15),
+	};
+	return true;
+}
+
+void irq_msi(struct vm *vm, uint64_t addr, uint32_t data, uint16_t sid)
+{
+	struct irq_msg m;
+	int r = irq_remap ? irq_remap(addr, data, sid, &m) : 1;
+
+	if (r < 0 || (r > 0 && !irq_msi_decode(addr, data, &m)))
+		return;
+	irq_send(vm, NULL, &m);
+}

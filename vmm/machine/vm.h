@@ -219,6 +219,17 @@ void irq_extint_kick(struct vm *vm);
  * the vector to inject (it bypasses the LAPIC's IRR, ISR and TPR). */
 bool irq_extint_pending(const struct vcpu *v);
 int irq_extint_ack(struct vcpu *v);
+/* An MSI: a memory write of @data to @addr (0xfeexxxxx) by requester @sid
+ * (PCI bus/dev/fn, or IRQ_SID_NONE). Any thread holding no vCPU lock. An interrupt
+ * remapper, when set (setup time), sees every one first: it returns 0 and
+ * fills @m, 1 to let a compatibility-format message through, or -1 to
+ * block it. */
+typedef int (*irq_remap_fn)(uint64_t addr, uint32_t data, uint16_t sid,
+			    struct irq_msg *m);
+void irq_set_remap(irq_remap_fn fn);
+#define IRQ_SID_NONE 0xffff /* no requester id (the IOAPIC's messages) */
+void irq_msi(struct vm *vm, uint64_t addr, uint32_t data, uint16_t sid);
+bool irq_msi_decode(uint64_t addr, uint32_t data, struct irq_msg *m);
 
 /* cpuid.c */
 int cpuid_setup(struct vcpu *v);

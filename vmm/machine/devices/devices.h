@@ -31,5 +31,8 @@ int acpi_pm_init(struct vm *vm);    /* ACPI PM registers at 0x600 */
 void acpi_pm_rtc_alarm(void);       /* the RTC's alarm interrupt fired */
 int rtc_init(struct vm *vm);        /* CMOS RTC at 0x70/0x71, IRQ 8 */
 bool rtc_nmi_masked(void);          /* port 0x70 bit 7: NMI disabled */
+int q35_host_init(struct vm *vm);   /* PCI host bridge at 00:00.0 */
+int edu_init(struct vm *vm);        /* QEMU's edu device, next free slot */
+int intel_iommu_init(struct vm *vm); /* VT-d registers at 0xfed90000 */
 
 #endif

@@ -13,6 +13,7 @@
 #define RTE_MASKED (1ull << 16)
 #define RTE_LEVEL (1ull << 15)
 #define RTE_REMOTE_IRR (1ull << 14)
+#define RTE_REMAPPABLE (1ull << 48)
 #define RTE_RO_BITS ((1ull << 12) | RTE_REMOTE_IRR)
 
 static struct {
@@ -41,6 +42,15 @@ static void ioapic_deliver(unsigned int pin)
 		if (e & RTE_REMOTE_IRR)
 			return;
 		io.rte[pin] |= RTE_REMOTE_IRR;
+	}
+	if (e & RTE_REMAPPABLE) {
+		/* An interrupt remapper's format: the entry goes out as the
+		 * MSI it stands for (bits 63:48 to address bits 19:4, bit 11
+		 * to bit 2), without a requester id. */
+		irq_msi(io.vm, 0xfee00000u | (e >> 48) << 4 | ((e >> 11) & 1) << 2,
+			(uint32_t)(e & 0xff) | (uint32_t)((e >> 8) & 7) << 8 |
+			(e & RTE_LEVEL ? 1u << 15 : 0), IRQ_SID_NONE);
+		return;
 	}
 	irq_send(io.vm, NULL, &m);
 }
