@@ -176,10 +176,12 @@ void tk_exit(struct vcpu *v)
 				       (APIC_REG_TIMER_ICR >> 4)));
 		break;
 	case KVM_EXIT_MMIO:
+		/* the xAPIC page where this vCPU's APIC base puts it */
 		ok = r->mmio.is_write &&
-		     (r->mmio.phys_addr == GUEST_LAPIC_BASE + APIC_REG_EOI ||
-		      (idle.tk_rearm && r->mmio.phys_addr ==
-				GUEST_LAPIC_BASE + APIC_REG_TIMER_ICR));
+		     lapic_mmio_claims(&v->lapic, r->mmio.phys_addr) &&
+		     ((r->mmio.phys_addr & 0xfff) == APIC_REG_EOI ||
+		      (idle.tk_rearm && (r->mmio.phys_addr & 0xfff) ==
+					APIC_REG_TIMER_ICR));
 		break;
 	default:
 		ok = false;
