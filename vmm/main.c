@@ -193,6 +193,9 @@ static int parse_device(const char *name, struct vm_options *o)
 	for (size_t i = 0; i < NR_OPTIONAL_DEVICES; i++) {
 		if (!strcmp(name, optional_devices[i].name)) {
 			o->devices[i] = true;
+			/* the ACPI tables describe it (a DMAR) */
+			if (!strcmp(name, "intel-iommu"))
+				o->machine.intel_iommu = true;
 			return 0;
 		}
 	}

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The ACPI tables (ACPI 6.x, chapter 5), written into the BIOS read-only
- * area at load time: RSDP -> RSDT and XSDT -> FADT (-> FACS, DSDT) and
- * MADT. The OEM fields name the VMM; every table with a checksum has it
- * right.
+ * area at load time: RSDP -> RSDT and XSDT -> FADT (-> FACS, DSDT), MADT
+ * and, with --device intel-iommu, the DMAR (VT-d spec, chapter 8). The OEM
+ * fields name the VMM; every table with a checksum has it right.
  */
 #include <string.h>
 
 #include "machine/acpi.h"
+#include "machine/devices/intel_iommu.h"
 #include "machine/vm.h"
 
 #define ACPI_HDR_LEN 36
@@ -34,6 +35,16 @@
 #define MADT_X2APIC_NMI 10
 #define MPS_ACTIVE_HIGH 0x1
 #define MPS_LEVEL 0xc
+#define ACPI_IOAPIC_ID 0 /* the IOAPIC's reset ID */
+
+/* DMAR (VT-d 8.1, 8.3, 8.3.1): one DRHD with the IOAPIC's device scope. */
+#define DMAR_LEN (ACPI_HDR_LEN + 12 + DRHD_LEN)
+#define DRHD_LEN (16 + DMAR_SCOPE_LEN)
+#define DMAR_SCOPE_LEN (6 + 2) /* one (device, function) path entry */
+#define DMAR_INTR_REMAP (1u << 0)
+#define DMAR_DRHD 0
+#define DRHD_INCLUDE_PCI_ALL (1u << 0)
+#define DMAR_SCOPE_IOAPIC 3
 
 #define GAS_SYSTEM_IO 1
 
@@ -41,7 +52,9 @@
 struct acpi_builder {
 	struct vm *vm;
 	uint32_t next; /* guest physical address */
-	bool full;
+	bool full;     /* a table did not fit: one of the two below */
+	bool outgrown; /* past ACPI_AREA_END */
+	bool no_ram;   /* not backed by RAM (--mem too small) */
 };
 
 static void put8(uint8_t *p, unsigned int off, uint8_t v) { p[off] = v; }
@@ -68,15 +81,21 @@ static uint8_t checksum(const uint8_t *p, size_t len)
 }
 
 /* Zeroed room for @len bytes at an @align-aligned address; NULL (and
- * b->full) when the area is too small. */
+ * b->full, with the reason) when the area or the RAM behind it is too
+ * small. */
 static uint8_t *acpi_alloc(struct acpi_builder *b, uint32_t len,
 			   uint32_t align, uint32_t *gpa)
 {
 	uint32_t at = (b->next + align - 1) & ~(align - 1);
-	uint8_t *p;
+	uint8_t *p = NULL;
 
-	if (b->full || at + len > ACPI_AREA_END ||
-	    !(p = guest_ptr(b->vm, at, len))) {
+	if (b->full)
+		return NULL;
+	if ((uint64_t)at + len > ACPI_AREA_END)
+		b->outgrown = true;
+	else if (!(p = guest_ptr(b->vm, at, len)))
+		b->no_ram = true;
+	if (!p) {
 		b->full = true;
 		return NULL;
 	}
@@ -240,7 +259,7 @@ static uint32_t acpi_madt(struct acpi_builder *b, unsigned int ncpus)
 	}
 	put8(p, o, MADT_IOAPIC);
 	put8(p, o + 1, 12);
-	put8(p, o + 2, 0); /* the IOAPIC's reset ID */
+	put8(p, o + 2, ACPI_IOAPIC_ID);
 	put32(p, o + 4, GUEST_IOAPIC_BASE);
 	put32(p, o + 8, 0); /* GSI base */
 	o += 12;
@@ -269,6 +288,42 @@ static uint32_t acpi_madt(struct acpi_builder *b, unsigned int ncpus)
 		o += 12;
 	}
 	acpi_finish(p, len);
+	return gpa;
+}
+
+/*
+ * DMAR: the remapping hardware of --device intel-iommu. Host address
+ * width VTD_AW - 1 (as CAP.MGAW encodes it); INTR_REMAP and no
+ * X2APIC_OPT_OUT: ECAP.EIM clear already tells the OS that remapped
+ * interrupts are xAPIC-format, and the opt-out would keep it from using
+ * x2APIC at all (vCPUs past APIC ID 254 included). One DRHD, segment 0,
+ * INCLUDE_PCI_ALL, whose only device scope is the IOAPIC (an OS enables
+ * interrupt remapping only when every IOAPIC is under a unit). Caller:
+ * acpi_tables_build, only when the device is configured.
+ */
+static uint32_t acpi_dmar(struct acpi_builder *b)
+{
+	uint32_t gpa, o = ACPI_HDR_LEN + 12;
+	uint8_t *p = acpi_alloc(b, DMAR_LEN, 16, &gpa);
+
+	if (!p)
+		return 0;
+	acpi_header(p, "DMAR", DMAR_LEN, 1);
+	put8(p, ACPI_HDR_LEN, VTD_AW - 1);
+	put8(p, ACPI_HDR_LEN + 1, DMAR_INTR_REMAP);
+	put16(p, o, DMAR_DRHD);
+	put16(p, o + 2, DRHD_LEN);
+	put8(p, o + 4, DRHD_INCLUDE_PCI_ALL);
+	put16(p, o + 6, 0); /* segment */
+	put64(p, o + 8, VTD_BASE);
+	o += 16;
+	put8(p, o, DMAR_SCOPE_IOAPIC);
+	put8(p, o + 1, DMAR_SCOPE_LEN);
+	put8(p, o + 4, ACPI_IOAPIC_ID); /* enumeration ID, as the MADT's */
+	put8(p, o + 5, VTD_IOAPIC_SID >> 8);          /* start bus */
+	put8(p, o + 6, (VTD_IOAPIC_SID >> 3) & 0x1f); /* device */
+	put8(p, o + 7, VTD_IOAPIC_SID & 7);           /* function */
+	acpi_finish(p, DMAR_LEN);
 	return gpa;
 }
 
@@ -306,24 +361,41 @@ static void acpi_rsdp(uint8_t *p, uint32_t rsdt, uint32_t xsdt)
 	p[32] = checksum(p, 36);
 }
 
-/* See acpi.h. The RSDP and the FACS sit at fixed addresses. */
+/* The message for tables that did not fit: b->full is set. */
+static int acpi_no_room(const struct acpi_builder *b)
+{
+	if (b->outgrown)
+		return vmm_fail(VMM_EXIT_IMAGE, "the ACPI tables for %u vCPUs "
+				"outgrow their area %#x-%#x",
+				b->vm->ncpus, ACPI_AREA_BASE, ACPI_AREA_END - 1);
+	return vmm_fail(VMM_EXIT_IMAGE, "the ACPI tables do not fit in RAM "
+			"at %#x-%#x (--mem too small?)",
+			ACPI_AREA_BASE, ACPI_AREA_END - 1);
+}
+
+/* See acpi.h. The RSDP and the FACS sit at fixed addresses; the DMAR is
+ * there when vm->cfg says --device intel-iommu. */
 int acpi_tables_build(struct vm *vm)
 {
 	struct acpi_builder b = { .vm = vm, .next = ACPI_RSDP_ADDR };
-	uint32_t rsdp_gpa, facs, dsdt, tables[2], rsdt, xsdt;
+	uint32_t rsdp_gpa, facs, dsdt, tables[3], rsdt, xsdt;
 	uint8_t *rsdp = acpi_alloc(&b, 36, 16, &rsdp_gpa);
+	unsigned int n = 0;
 
 	facs = acpi_facs(&b);
 	dsdt = acpi_dsdt(&b);
-	tables[0] = acpi_fadt(&b, facs, dsdt);
-	tables[1] = acpi_madt(&b, vm->ncpus);
-	rsdt = acpi_sdt(&b, false, tables, 2);
-	xsdt = acpi_sdt(&b, true, tables, 2);
-	if (b.full || !rsdp || rsdp_gpa != ACPI_RSDP_ADDR ||
-	    facs != ACPI_FACS_ADDR)
-		return vmm_fail(VMM_EXIT_IMAGE, "the ACPI tables do not fit "
-				"in RAM at %#x-%#x (--mem too small?)",
-				ACPI_AREA_BASE, ACPI_AREA_END - 1);
+	tables[n++] = acpi_fadt(&b, facs, dsdt);
+	tables[n++] = acpi_madt(&b, vm->ncpus);
+	if (vm->cfg && vm->cfg->intel_iommu)
+		tables[n++] = acpi_dmar(&b);
+	rsdt = acpi_sdt(&b, false, tables, n);
+	xsdt = acpi_sdt(&b, true, tables, n);
+	if (b.full)
+		return acpi_no_room(&b);
+	if (!rsdp || rsdp_gpa != ACPI_RSDP_ADDR || facs != ACPI_FACS_ADDR)
+		return vmm_fail(VMM_EXIT_IMAGE, "the ACPI tables' RSDP and "
+				"FACS are not at %#x and %#x",
+				ACPI_RSDP_ADDR, ACPI_FACS_ADDR);
 	acpi_rsdp(rsdp, rsdt, xsdt);
 	return 0;
 }

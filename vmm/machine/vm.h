@@ -119,6 +119,7 @@ struct machine_config {
 	unsigned int nmodules;
 	enum lapic_tick_policy lapic_tick_policy; /* --lapic-tick-policy */
 	unsigned int cpu_features_off; /* --cpu: enum cpu_feature bits */
+	bool intel_iommu; /* --device intel-iommu: the ACPI tables get a DMAR */
 };
 
 struct vm {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The ACPI tables as a guest finds them: the RSDP by its signature in the
  * BIOS area, the tables from the RSDT and the XSDT, every checksum, the
- * FADT's blocks, the FACS, the DSDT's sleep packages, and the MADT's
- * entries for N vCPUs. */
+ * FADT's blocks, the FACS, the DSDT's sleep packages, the MADT's
+ * entries for N vCPUs, and the DMAR with --device intel-iommu. */
 #include <check.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 
 static uint8_t *ram;
 static struct vm vm;
+static struct machine_config cfg;
 static int failures;
 
 /* What acpi.c calls outside its file. */
@@ -42,15 +43,24 @@ static uint8_t sum(const uint8_t *p, size_t n)
 	return s;
 }
 
-static void build(unsigned int ncpus)
+/* The tables for @ncpus vCPUs, with the IOMMU when @iommu; @with_cfg
+ * false: no machine config at all (vm->cfg NULL). */
+static void build_with(unsigned int ncpus, bool with_cfg, bool iommu)
 {
 	ram = calloc(1, RAM_SIZE);
 	memset(ram + ACPI_AREA_BASE, 0xa5, ACPI_AREA_END - ACPI_AREA_BASE);
+	cfg = (struct machine_config){ .ncpus = ncpus, .intel_iommu = iommu };
 	vm = (struct vm){ .ram = ram, .ram_low = RAM_SIZE,
-			  .ram_size = RAM_SIZE, .ncpus = ncpus };
+			  .ram_size = RAM_SIZE, .ncpus = ncpus,
+			  .cfg = with_cfg ? &cfg : NULL };
 	failures = 0;
 	ck_assert_int_eq(acpi_tables_build(&vm), 0);
 	ck_assert_int_eq(failures, 0);
+}
+
+static void build(unsigned int ncpus)
+{
+	build_with(ncpus, false, false);
 }
 
 /* The RSDP as the guest's scan finds it. */
@@ -60,6 +70,12 @@ static const uint8_t *find_rsdp(void)
 		if (!memcmp(ram + a, "RSD PTR ", 8))
 			return ram + a;
 	return NULL;
+}
+
+/* The number of tables the XSDT lists. */
+static unsigned int nr_tables(void)
+{
+	return (get32(ram + get64(find_rsdp() + 24) + 4) - 36) / 8;
 }
 
 /* A table through the XSDT (and the same through the RSDT). */
@@ -237,6 +253,93 @@ START_TEST(test_madt)
 }
 END_TEST
 
+/* The table at @t lies inside the reserved area. */
+static void check_in_area(const uint8_t *t)
+{
+	ck_assert_uint_ge(t - ram, ACPI_AREA_BASE);
+	ck_assert_uint_le(t - ram + get32(t + 4), ACPI_AREA_END);
+}
+
+START_TEST(test_no_dmar_without_iommu)
+{
+	build(1); /* no config */
+	ck_assert_ptr_null(find_table("DMAR"));
+	ck_assert_uint_eq(nr_tables(), 2);
+	free(ram);
+	build_with(4, true, false);
+	ck_assert_ptr_null(find_table("DMAR"));
+	ck_assert_uint_eq(nr_tables(), 2);
+	free(ram);
+}
+END_TEST
+
+/* The DMAR of the 39-bit, xAPIC-mode VT-d unit at 0xfed90000 for
+ * @ncpus vCPUs: header, DRHD and the IOAPIC's scope. */
+static void check_dmar(unsigned int ncpus)
+{
+	const uint8_t *d, *u, *sc, *m, *e;
+	int ioapic_id = -1;
+
+	build_with(ncpus, true, true);
+	ck_assert_uint_eq(nr_tables(), 3);
+	d = find_table("DMAR");
+	ck_assert_ptr_nonnull(d);
+	check_in_area(d);
+	check_in_area(find_table("APIC"));
+	check_in_area(ram + get32(find_rsdp() + 16));
+	check_in_area(ram + get64(find_rsdp() + 24));
+	ck_assert_uint_eq(get32(d + 4), 36 + 12 + 16 + 8);
+	ck_assert_uint_eq(d[8], 1); /* revision */
+	ck_assert_uint_eq(sum(d, get32(d + 4)), 0);
+	ck_assert_uint_eq(d[36], 38); /* host address width - 1 */
+	ck_assert_uint_eq(d[37], 1);  /* INTR_REMAP, no X2APIC_OPT_OUT */
+	for (unsigned int i = 38; i < 48; i++)
+		ck_assert_uint_eq(d[i], 0);
+
+	u = d + 48; /* the DRHD */
+	ck_assert_uint_eq(get16(u), 0);
+	ck_assert_uint_eq(get16(u + 2), 16 + 8);
+	ck_assert_uint_eq(u[4], 1); /* INCLUDE_PCI_ALL */
+	ck_assert_uint_eq(get16(u + 6), 0); /* segment */
+	ck_assert_uint_eq(get64(u + 8), 0xfed90000u);
+
+	m = find_table("APIC"); /* the IOAPIC's ID as the MADT gives it */
+	for (e = m + 44; e < m + get32(m + 4); e += e[1])
+		if (e[0] == 1)
+			ioapic_id = e[2];
+	sc = u + 16; /* its device scope */
+	ck_assert_uint_eq(sc[0], 3); /* IOAPIC */
+	ck_assert_uint_eq(sc[1], 8);
+	ck_assert_int_eq(sc[4], ioapic_id);
+	ck_assert_uint_eq(sc[5], 0xff); /* start bus */
+	ck_assert_uint_eq(sc[6], 0);    /* device */
+	ck_assert_uint_eq(sc[7], 0);    /* function */
+	ck_assert_ptr_eq(sc + 8, d + get32(d + 4));
+	free(ram);
+}
+
+START_TEST(test_dmar)
+{
+	check_dmar(1);
+	check_dmar(255);
+	check_dmar(1024); /* the largest MADT still fits with the DMAR */
+}
+END_TEST
+
+START_TEST(test_outgrown)
+{
+	ram = calloc(1, RAM_SIZE);
+	cfg = (struct machine_config){ .intel_iommu = true };
+	vm = (struct vm){ .ram = ram, .ram_low = RAM_SIZE,
+			  .ram_size = RAM_SIZE, .ncpus = 16 * 1024,
+			  .cfg = &cfg };
+	failures = 0;
+	ck_assert_int_eq(acpi_tables_build(&vm), -1);
+	ck_assert_int_eq(failures, 1);
+	free(ram);
+}
+END_TEST
+
 START_TEST(test_ram_too_small)
 {
 	ram = calloc(1, RAM_SIZE);
@@ -260,6 +363,9 @@ int main(void)
 	tcase_add_test(tc, test_checksums);
 	tcase_add_test(tc, test_fadt_facs_dsdt);
 	tcase_add_test(tc, test_madt);
+	tcase_add_test(tc, test_no_dmar_without_iommu);
+	tcase_add_test(tc, test_dmar);
+	tcase_add_test(tc, test_outgrown);
 	tcase_add_test(tc, test_ram_too_small);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

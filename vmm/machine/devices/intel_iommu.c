@@ -17,7 +17,6 @@
 #include "machine/pci.h"
 
 #define VTD_VERSION 0x10 /* 1.0 */
-#define VTD_AW 39
 #define VTD_FRCD_UNITS (VTD_FRCD / 16)
 #define VTD_IVA_UNITS (VTD_IVA / 16)
 #define VTD_CAP_VALUE                                                   \
@@ -163,8 +162,9 @@ int vtd_translate(struct vtd *s, uint16_t sid, uint64_t iova, uint64_t len,
 }
 
 /* Checks the IRTE's source-id against @sid; true when it may use it. A
- * message without a requester id (the IOAPIC's, as on QEMU's machine,
- * whose firmware names no IOAPIC source-id) is not checked. */
+ * message without a requester id (the IOAPIC's, as on QEMU's machine) is
+ * not checked: the DMAR names VTD_IOAPIC_SID for the IOAPIC, an OS puts
+ * that in the IOAPIC's IRTEs, and any value there is accepted. */
 static bool vtd_irte_sid_ok(const uint64_t irte[2], uint16_t sid)
 {
 	static const uint16_t sq_mask[4] = { 0xffff, 0xfffb, 0xfff9, 0xfff8 };

@@ -10,6 +10,12 @@
 
 #define VTD_BASE 0xfed90000u
 #define VTD_SIZE 0x1000u
+#define VTD_AW 39 /* guest address width: CAP.MGAW is VTD_AW - 1 */
+/* The IOAPIC's source-id as the DMAR's device scope names it: bus 0xff,
+ * device 0, function 0 (QEMU's q35 path). The IOAPIC's own messages carry
+ * no requester id (IRQ_SID_NONE), as on QEMU, so an IRTE's source-id is
+ * not checked against it: see vtd_irte_sid_ok. */
+#define VTD_IOAPIC_SID 0xff00u
 
 enum vtd_reg {
 	VTD_VER = 0x00, VTD_CAP = 0x08, VTD_ECAP = 0x10, VTD_GCMD = 0x18,
