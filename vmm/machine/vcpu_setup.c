@@ -22,11 +22,13 @@ static void seg_real(struct kvm_segment *s, uint16_t sel, uint8_t type)
 		.s = 1 };
 }
 
-/* Multiboot entry state: flat 32-bit protected mode, paging off. */
-static int vcpu_set_multiboot_state(struct vcpu *v)
+/* Flat 32-bit protected mode, paging off, at @regs->rip: the multiboot
+ * entry state, and the S3 resume at a 32-bit waking vector. @what names
+ * it in an error. Caller: @v's thread. */
+static int vcpu_set_flat_state(struct vcpu *v, struct kvm_regs *regs,
+			       const char *what)
 {
 	struct kvm_sregs sr;
-	struct kvm_regs regs = { 0 };
 
 	if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SREGS: %s",
@@ -35,17 +37,26 @@ static int vcpu_set_multiboot_state(struct vcpu *v)
 	seg_flat(&sr.ds, 0x18, 0x3);
 	sr.es = sr.fs = sr.gs = sr.ss = sr.ds;
 	sr.cr0 = 0x11; /* PE | ET */
-	sr.cr4 = 0;
+	sr.cr2 = sr.cr3 = sr.cr4 = 0;
 	sr.efer = 0;
-	regs.rip = v->vm->entry;
-	regs.rax = MULTIBOOT_BOOTLOADER_MAGIC;
-	regs.rbx = v->vm->mbi;
-	regs.rflags = 2;
+	regs->rflags = 2;
 	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
-	    ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
-		return vmm_fail(VMM_EXIT_KVM, "setting the boot vCPU state: %s",
-				strerror(errno));
+	    ioctl(v->fd, KVM_SET_REGS, regs) < 0)
+		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the %s state: "
+				"%s", v->id, what, strerror(errno));
 	return 0;
+}
+
+/* Multiboot entry state: flat 32-bit protected mode, paging off. */
+static int vcpu_set_multiboot_state(struct vcpu *v)
+{
+	struct kvm_regs regs = {
+		.rip = v->vm->entry,
+		.rax = MULTIBOOT_BOOTLOADER_MAGIC,
+		.rbx = v->vm->mbi,
+	};
+
+	return vcpu_set_flat_state(v, &regs, "boot");
 }
 
 /* Real mode at @cs:@ip, as after INIT + SIPI. Caller: @v's thread. */
@@ -82,26 +93,12 @@ int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector)
  * Caller: @v's thread. */
 int vcpu_set_resume_state(struct vcpu *v, uint32_t addr, bool protected)
 {
-	struct kvm_sregs sr;
-	struct kvm_regs regs = { .rflags = 2, .rip = addr };
+	struct kvm_regs regs = { .rip = addr };
 
 	if (!protected)
 		return vcpu_set_real_state(v, (uint16_t)(addr >> 4),
 					   (uint16_t)(addr & 0xf));
-	if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
-		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SREGS: %s",
-				strerror(errno));
-	seg_flat(&sr.cs, 0x10, 0xb);
-	seg_flat(&sr.ds, 0x18, 0x3);
-	sr.es = sr.fs = sr.gs = sr.ss = sr.ds;
-	sr.cr0 = 0x11; /* PE | ET */
-	sr.cr2 = sr.cr3 = sr.cr4 = 0;
-	sr.efer = 0;
-	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
-	    ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
-		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the resume "
-				"state: %s", v->id, strerror(errno));
-	return 0;
+	return vcpu_set_flat_state(v, &regs, "resume");
 }
 
 int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val)
