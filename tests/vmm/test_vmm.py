@@ -126,6 +126,15 @@ def test_guests(tmp):
           err.count("unknown port 0x99") == 1 and "unknown MSR" in err,
           "unknown port reads all-ones (logged once), unknown MSR #GPs",
           "exit %s\n%s%s" % (rc, out, err))
+    check(err.count("unknown port 0x") == 16 and
+          err.count("further unknown ports not logged") == 1 and
+          "guest wrote unknown port 0x9000 (ignored;" in err and
+          err.count("unknown MSR 0x") == 16 and
+          err.count("further unknown MSRs not logged") == 1 and
+          len(err) < 4096,
+          "a guest touching 257 unknown ports and 41 unknown MSRs: 16 lines "
+          "each, then one 'further ... not logged' line; a write says ignored",
+          err)
     p = subprocess.Popen([VMM, guest("echo")], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)

@@ -61,13 +61,39 @@ int vmm_fail(int status, const char *fmt, ...)
 	return -1;
 }
 
+static void vwarn(const char *fmt, va_list ap)
+{
+	fputs("vmm: warning: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void vmm_warn(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	fputs("vmm: warning: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vwarn(fmt, ap);
 	va_end(ap);
+}
+
+void vmm_warn_limited(struct vmm_warn_limit *l, const char *fmt, ...)
+{
+	unsigned int n;
+	va_list ap;
+
+	/* relaxed: a count that orders nothing else; the load first keeps
+	 * it from growing (and wrapping) once the budget is spent */
+	if (atomic_load_explicit(&l->count, memory_order_relaxed) >=
+	    VMM_WARN_BURST)
+		return;
+	n = atomic_fetch_add_explicit(&l->count, 1, memory_order_relaxed);
+	if (n >= VMM_WARN_BURST)
+		return;
+	va_start(ap, fmt);
+	vwarn(fmt, ap);
+	va_end(ap);
+	if (n == VMM_WARN_BURST - 1)
+		fprintf(stderr, "vmm: warning: further %s not logged (%u "
+			"logged)\n", l->what, VMM_WARN_BURST);
 }

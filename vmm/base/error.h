@@ -8,6 +8,7 @@
 #ifndef VMM_BASE_ERROR_H
 #define VMM_BASE_ERROR_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 /*
@@ -32,6 +33,22 @@ enum vmm_status {
 int vmm_fail(int status, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void vmm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Warnings a guest can trigger at will (unknown ports, MSRs, bad DMA) come
+ * from a budget per kind: the first VMM_WARN_BURST lines are printed, then
+ * one "further <what> not logged" line, then nothing, so that a guest
+ * touching every port cannot flood the log. One static budget per call
+ * site, VMM_WARN_LIMIT("..."); any thread.
+ */
+#define VMM_WARN_BURST 16
+struct vmm_warn_limit {
+	atomic_uint count; /* lines asked for so far */
+	const char *what;  /* "unknown ports", in the last line */
+};
+#define VMM_WARN_LIMIT(what) { 0, what }
+void vmm_warn_limited(struct vmm_warn_limit *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* The main thread, before any other thread starts: the eventfd that
  * becomes readable once the VM stops (vm_stop_fd). -1 with errno set. */

@@ -16,7 +16,9 @@ struct bus_region {
 static struct bus_region regions[2][BUS_MAX_REGIONS];
 static unsigned int nregions[2];
 static atomic_uchar port_logged[65536 / 8];
-static atomic_uint mmio_logged;
+static struct vmm_warn_limit port_warn = VMM_WARN_LIMIT("unknown ports");
+static struct vmm_warn_limit mmio_warn =
+	VMM_WARN_LIMIT("unknown MMIO addresses");
 
 /* Caller: setup time, before any vCPU thread starts (the table is then
  * read without a lock). */
@@ -30,21 +32,24 @@ int bus_register(enum bus_space space, uint64_t base, uint64_t len,
 	return 0;
 }
 
+/* What the guest did, said once per port and for a bounded number of
+ * ports and addresses (vmm_warn_limited). */
 static void bus_unknown(enum bus_space space, uint64_t addr, bool is_write)
 {
+	const char *what = is_write ? "wrote" : "read";
+	const char *result = is_write ? "ignored" : "reads as all-ones";
 	uint8_t bit;
 
 	if (space == BUS_PIO) {
 		bit = (uint8_t)(1u << (addr & 7));
 		if (atomic_fetch_or(&port_logged[(addr & 0xffff) / 8], bit) & bit)
 			return;
-		vmm_warn("guest %s unknown port %#" PRIx64 " (reads as all-ones; "
-			 "logged once per port)", is_write ? "wrote" : "read",
-			 addr);
-	} else if (atomic_fetch_add(&mmio_logged, 1) < 8) {
-		vmm_warn("guest %s unknown MMIO address %#" PRIx64
-			 " (reads as all-ones)", is_write ? "wrote" : "read",
-			 addr);
+		vmm_warn_limited(&port_warn, "guest %s unknown port %#" PRIx64
+				 " (%s; logged once per port)", what, addr,
+				 result);
+	} else {
+		vmm_warn_limited(&mmio_warn, "guest %s unknown MMIO address %#"
+				 PRIx64 " (%s)", what, addr, result);
 	}
 }
 

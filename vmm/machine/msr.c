@@ -14,7 +14,7 @@
 
 #include "machine/vm.h"
 
-#define MSR_LOGGED_MAX 32
+#define MSR_LOGGED_MAX VMM_WARN_BURST
 #define MSR_MAX_RANGES 8
 
 struct msr_range {
@@ -29,6 +29,7 @@ static unsigned int nranges;
 
 static atomic_uint logged[MSR_LOGGED_MAX];
 static atomic_uint nlogged;
+static struct vmm_warn_limit msr_warn = VMM_WARN_LIMIT("unknown MSRs");
 
 int msr_vm_setup(struct vm *vm)
 {
@@ -87,9 +88,8 @@ static void msr_log_unknown(uint32_t index, bool is_write)
 	n = atomic_fetch_add(&nlogged, 1);
 	if (n < MSR_LOGGED_MAX)
 		atomic_store(&logged[n], index);
-	if (n < MSR_LOGGED_MAX)
-		vmm_warn("guest %s unknown MSR %#" PRIx32 ": #GP injected",
-			 is_write ? "wrote" : "read", index);
+	vmm_warn_limited(&msr_warn, "guest %s unknown MSR %#" PRIx32 ": #GP "
+			 "injected", is_write ? "wrote" : "read", index);
 }
 
 static bool msr_is_lapic(uint32_t index)

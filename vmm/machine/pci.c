@@ -18,6 +18,9 @@
 #define PCI_MAX_DEVS 32
 #define CONFIG_ENABLE 0x80000000u
 
+static struct vmm_warn_limit dma_warn =
+	VMM_WARN_LIMIT("PCI DMA outside RAM");
+
 static struct {
 	pthread_mutex_t lock; /* pci_lock: see pci.h */
 	struct vm *vm;
@@ -132,8 +135,9 @@ int pci_dma_rw(struct pci_dev *d, uint64_t addr, void *buf, uint64_t len,
 			return -1;
 		host = guest_ptr(d->vm, gpa, n);
 		if (!host) {
-			vmm_warn("PCI %02x.%x: DMA to %#" PRIx64 ", not RAM",
-				 d->devfn >> 3, d->devfn & 7, gpa);
+			vmm_warn_limited(&dma_warn, "PCI %02x.%x: DMA to %#"
+					 PRIx64 ", not RAM", d->devfn >> 3,
+					 d->devfn & 7, gpa);
 			return -1;
 		}
 		if (to_device)

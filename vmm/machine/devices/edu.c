@@ -61,6 +61,9 @@ static bool edu_in_buffer(uint64_t addr, uint64_t len)
 	       addr - EDU_DMA_BUF_ADDR <= EDU_DMA_BUF_SIZE - len;
 }
 
+static struct vmm_warn_limit edu_dma_warn =
+	VMM_WARN_LIMIT("edu DMA errors");
+
 /* Caller holds the PCI lock: runs the transfer the registers describe. */
 static void edu_dma_run(struct edu *e)
 {
@@ -69,13 +72,14 @@ static void edu_dma_run(struct edu *e)
 	uint64_t mem = (from_dev ? e->dma_dst : e->dma_src) & EDU_DMA_MASK;
 
 	if (!edu_in_buffer(buf, e->dma_count))
-		vmm_warn("edu: DMA of %#" PRIx64 " bytes at buffer address %#"
-			 PRIx64 " outside its buffer, dropped",
-			 e->dma_count, buf);
+		vmm_warn_limited(&edu_dma_warn, "edu: DMA of %#" PRIx64 " bytes "
+				 "at buffer address %#" PRIx64 " outside its "
+				 "buffer, dropped", e->dma_count, buf);
 	else if (pci_dma_rw(&e->pci, mem,
 			    e->buf + (buf - EDU_DMA_BUF_ADDR), e->dma_count,
 			    !from_dev))
-		vmm_warn("edu: DMA at %#" PRIx64 " failed", mem);
+		vmm_warn_limited(&edu_dma_warn, "edu: DMA at %#" PRIx64
+				 " failed", mem);
 	e->dma_cmd &= ~(uint64_t)EDU_DMA_RUN;
 	if (e->dma_cmd & EDU_DMA_IRQ)
 		edu_raise(e, EDU_IRQ_DMA);
