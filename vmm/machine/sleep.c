@@ -31,6 +31,9 @@ void sleep_enter(struct vm *vm)
 	}
 }
 
+static struct vmm_warn_limit vector_warn =
+	VMM_WARN_LIMIT("S3 waking vectors above 4 GiB");
+
 /* See acpi.h. A non-zero X_Firmware_Waking_Vector wins (32-bit protected
  * mode), else the real-mode Firmware_Waking_Vector. */
 void sleep_resume(struct vm *vm)
@@ -45,9 +48,10 @@ void sleep_resume(struct vm *vm)
 		memcpy(&xvec, facs + ACPI_FACS_X_WAKING_VECTOR, 8);
 	}
 	if (xvec >> 32) {
-		vmm_warn("S3 resume: X_Firmware_Waking_Vector %#llx is above "
-			 "4 GiB; using Firmware_Waking_Vector",
-			 (unsigned long long)xvec);
+		vmm_warn_limited(&vector_warn, "S3 resume: "
+				 "X_Firmware_Waking_Vector %#llx is above "
+				 "4 GiB; using Firmware_Waking_Vector",
+				 (unsigned long long)xvec);
 		xvec = 0;
 	}
 	ioapic_reset();
