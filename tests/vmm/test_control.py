@@ -489,6 +489,41 @@ def test_main(tmp):
           (rc, vm.err))
 
 
+def test_silent(sock):
+    """Clients that connect and say nothing cannot lock the socket: 40 of
+    them, then a client asking for status is served (the oldest silent
+    ones were closed with a reason to make room); a silent client is
+    closed after 10 s even when the table is not full."""
+    silent = [Client(sock) for _ in range(40)]
+    y = Client(sock)
+    r = y.request({"cmd": "status"})
+    y.close()
+    got = []
+    for x in silent[:12]:
+        line = x.line(1)
+        got.append(line if isinstance(line, dict) else None)
+    for x in silent:
+        x.close()
+    evicted = sum(1 for g in got if g and g.get("error") ==
+                  "closed: no request, and another client needed the place")
+    check(isinstance(r, dict) and r.get("ok") and evicted >= 8 and
+          got[0] is not None and
+          all(g is None or g.get("error", "").startswith("closed: no request")
+              for g in got),
+          "40 silent connections with 1 client in the table: a new client's "
+          "status is served; the oldest silent ones made room, each told why",
+          "%s\n%s" % (r, got))
+    t0 = time.monotonic()
+    x = Client(sock)
+    got = x.line(15)
+    took = time.monotonic() - t0
+    x.close()
+    check(isinstance(got, dict) and got.get("error") ==
+          "closed: no request in 10 s" and 9.5 <= took <= 13,
+          "a silent client is closed after 10 s, with the reason",
+          "%s after %.1f s" % (got, took))
+
+
 def test_too_many(sock, c):
     """32 clients at most (@c is one): the next gets an error line."""
     more = []
@@ -510,6 +545,8 @@ def test_too_many(sock, c):
         if isinstance(r2, dict) and r2.get("ok"):
             break
         time.sleep(0.02)
+    for m in more:
+        m.close()
     check(all(isinstance(a, dict) and a.get("ok") for a in replies) and
           r == {"ok": False, "error": "too many clients"} and closed and
           isinstance(r2, dict) and r2.get("ok"),
@@ -542,6 +579,8 @@ def test_stale_and_no_sysidle(tmp):
           "watch without --sysidle: ok, state NOT", r)
     if c:
         test_too_many(sock, c)
+        r = c.request({"cmd": "status"})  # the closes above are seen
+        test_silent(sock)
         c.close()
     rc = vm.stop()
     check(rc == 143 and not os.path.exists(sock), "stopped, socket removed",

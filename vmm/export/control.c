@@ -372,6 +372,78 @@ static void client_input(struct client *c)
 	client_serve(c);
 }
 
+/* Export thread: the clients not dropped. */
+static unsigned int control_live(void)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < ctl.nclients; i++)
+		n += !ctl.clients[i]->dead;
+	return n;
+}
+
+/* Export thread: @c has sent no request yet (and waits for nothing). */
+static bool client_silent(const struct client *c)
+{
+	return !c->dead && !c->spoke && !c->watch && !c->closing;
+}
+
+/* Export thread, the table full: drop the oldest silent client to make
+ * room for a new one. False when every client has spoken. */
+static bool control_evict_silent(void)
+{
+	struct client *old = NULL;
+
+	for (unsigned int i = 0; i < ctl.nclients; i++) {
+		struct client *c = ctl.clients[i];
+
+		if (client_silent(c) &&
+		    (!old || c->accepted_ns < old->accepted_ns))
+			old = c;
+	}
+	if (!old)
+		return false;
+	client_error(old, NULL, "closed: no request, and another client "
+		     "needed the place");
+	client_drop(old);
+	return true;
+}
+
+/* Export thread: close the silent clients older than
+ * CONTROL_SILENT_MAX_NS. */
+static void control_expire_silent(uint64_t now)
+{
+	for (unsigned int i = 0; i < ctl.nclients; i++) {
+		struct client *c = ctl.clients[i];
+
+		if (client_silent(c) &&
+		    now - c->accepted_ns >= CONTROL_SILENT_MAX_NS) {
+			client_error(c, NULL, "closed: no request in %llu s",
+				     CONTROL_SILENT_MAX_NS / 1000000000ull);
+			client_drop(c);
+		}
+	}
+}
+
+/* Export thread: how long poll() may wait before a silent client's time
+ * is up, in ms; -1 (for ever) when no client is silent, so an idle VM's
+ * export thread still sleeps. */
+int control_poll_timeout(void)
+{
+	uint64_t now = now_ns(), first = UINT64_MAX;
+
+	for (unsigned int i = 0; i < ctl.nclients; i++) {
+		struct client *c = ctl.clients[i];
+		uint64_t end = c->accepted_ns + CONTROL_SILENT_MAX_NS;
+
+		if (client_silent(c) && end < first)
+			first = end;
+	}
+	if (first == UINT64_MAX)
+		return -1;
+	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
+}
+
 /* Export thread: a new connection on the listening socket. */
 static void control_accept(void)
 {
@@ -400,7 +472,8 @@ static void control_accept(void)
 			refuse(fd, "permission denied");
 			continue;
 		}
-		if (ctl.nclients >= CONTROL_MAX_CLIENTS) {
+		if ((control_live() >= CONTROL_MAX_CLIENTS &&
+		     !control_evict_silent()) || ctl.nclients >= CONTROL_SLOTS) {
 			refuse(fd, "too many clients");
 			continue;
 		}
@@ -410,6 +483,7 @@ static void control_accept(void)
 			continue;
 		}
 		c->fd = fd;
+		c->accepted_ns = now_ns();
 		ctl.clients[ctl.nclients++] = c;
 	}
 }
@@ -468,6 +542,7 @@ void control_handle(struct pollfd *fds, int n)
 {
 	int i = 0, k;
 
+	control_expire_silent(now_ns());
 	if (ctl.polled_listen && n > 0) {
 		if (fds[0].revents & POLLIN)
 			control_accept();

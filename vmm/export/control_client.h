@@ -20,6 +20,12 @@
 #define CONTROL_OUT_MAX (64 * 1024) /* queued output per client */
 #define CONTROL_BACKLOG 16
 #define CONTROL_ACCEPT_BATCH 16     /* accepts per wake-up */
+/* A connection that has sent no request yet ("silent") is closed after
+ * this long, and sooner when the table is full and another client
+ * connects: the oldest silent one makes room for it. Clients dropped in
+ * one wake-up wait in the table until the next control_pollfds. */
+#define CONTROL_SILENT_MAX_NS (10 * 1000000000ull)
+#define CONTROL_SLOTS (CONTROL_MAX_CLIENTS + CONTROL_ACCEPT_BATCH)
 #define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
 struct client {
@@ -27,6 +33,8 @@ struct client {
 	bool watch;     /* "watch" given: events only, input ignored */
 	bool closing;   /* close once the queued output is written */
 	bool dead;      /* closed: freed by the next control_pollfds */
+	bool spoke;     /* has sent a request (a non-blank line) */
+	uint64_t accepted_ns; /* now_ns() at its accept */
 	uint64_t dropped; /* events not sent since its last line */
 	uint64_t pause_want; /* a "pause" reply waits for this pause_completed()
 			      * value, 0: none */
@@ -45,11 +53,11 @@ struct control_socket {
 	struct vm *vm;
 	struct vm_status *st;   /* status snapshots, export thread */
 	bool accept_paused;     /* out of fds: until a client goes away */
-	struct client *clients[CONTROL_MAX_CLIENTS];
+	struct client *clients[CONTROL_SLOTS];
 	unsigned int nclients;
 	/* What control_pollfds filled, for control_handle: */
 	bool polled_listen;
-	struct client *polled[CONTROL_MAX_CLIENTS];
+	struct client *polled[CONTROL_SLOTS];
 	int npolled;
 	uint64_t watch_dropped; /* relaxed atomics, see control_watch_dropped */
 };

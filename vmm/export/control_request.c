@@ -71,6 +71,7 @@ void client_request(struct client *c, const char *line, size_t len)
 		len--;
 	if (!len)
 		return; /* a blank line: nothing asked */
+	c->spoke = true;
 	tok = json_tokener_new();
 	if (!tok) {
 		client_drop(c);

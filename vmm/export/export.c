@@ -183,7 +183,7 @@ static void *export_thread(void *arg)
 		fds[1] = (struct pollfd){ .fd = ex.events.fd, .events = POLLIN };
 		fds[2] = (struct pollfd){ .fd = ex.timer_fd, .events = POLLIN };
 		n = 3 + control_pollfds(fds + 3, EXPORT_MAX_FDS - 3);
-		if (poll(fds, (nfds_t)n, -1) < 0) {
+		if (poll(fds, (nfds_t)n, control_poll_timeout()) < 0) {
 			if (errno == EINTR)
 				continue;
 			vmm_warn("export thread: poll: %s", strerror(errno));

@@ -117,6 +117,9 @@ void control_close(void);
 int control_pollfds(struct pollfd *fds, int max);
 /* After poll(): handle the entries control_pollfds filled (same order). */
 void control_handle(struct pollfd *fds, int n);
+/* poll()'s timeout for the control socket (ms, -1: none): a connection
+ * that sent no request is closed after a while (control_handle). */
+int control_poll_timeout(void);
 /* An idle state change: to every watcher, never blocking (a watcher whose
  * socket buffer is full loses the event; counted). */
 void control_broadcast(const struct vm_event *ev);
