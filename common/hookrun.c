@@ -94,9 +94,24 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+void hookrun_stop_set(struct hookrun_stop *stop, uint64_t by_ns)
+{
+	/* release: pairs with the acquire in stop_by(), which reads it
+	 * after the wake-up on fd the caller sends next */
+	__atomic_store_n(&stop->by_ns, by_ns ? by_ns : 1, __ATOMIC_RELEASE);
+}
+
+/* The stop's bound, 0 when there is none (yet). */
+static uint64_t stop_by(const struct hookrun_config *cfg)
+{
+	/* acquire: pairs with the release in hookrun_stop_set */
+	return cfg->stop ? __atomic_load_n(&cfg->stop->by_ns, __ATOMIC_ACQUIRE)
+			 : 0;
+}
+
 /*
  * Run the hook argv[0] with @xml on its stdin, bounded by the
- * timeout. Returns its wait status, or -1 with @what saying why. The wait
+ * timeout, and by the stop's bound once it is set. Returns its wait status, or -1 with @what saying why. The wait
  * polls a pidfd (without pidfd_open: a short period, and waitpid(WNOHANG)
  * each time), the stdin and stderr pipes, with a deadline; no sleep.
  */
@@ -107,7 +122,7 @@ static int run_hook(const struct hookrun_config *cfg, char *const argv[],
 	size_t xlen = strlen(xml), off = 0;
 	int in[2] = { -1, -1 }, ep[2] = { -1, -1 }, pidfd, st = -1, rc;
 	uint64_t deadline = now_ns() + cfg->timeout_ns;
-	bool killed = false, reaped = false;
+	bool killed = false, reaped = false, cut = false;
 	pid_t pid;
 
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
@@ -127,12 +142,20 @@ static int run_hook(const struct hookrun_config *cfg, char *const argv[],
 	fcntl(ep[0], F_SETFL, O_NONBLOCK);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	for (;;) {
-		struct pollfd fds[3] = {
+		uint64_t now = now_ns(), by = stop_by(cfg);
+		struct pollfd fds[4] = {
 			{ .fd = pidfd, .events = POLLIN },
 			{ .fd = ep[0], .events = POLLIN },
 			{ .fd = in[1], .events = POLLOUT },
+			/* the stop's wake-up, until its bound is seen */
+			{ .fd = cfg->stop && !by ? cfg->stop->fd : -1,
+			  .events = POLLIN },
 		};
-		uint64_t now = now_ns();
+
+		if (by && by < deadline && !killed) {
+			deadline = by; /* the stop's bound comes first */
+			cut = true;
+		}
 		int ms = (int)((deadline - now + 999999) / 1000000);
 		pid_t r = waitpid(pid, &st, WNOHANG);
 
@@ -149,7 +172,7 @@ static int run_hook(const struct hookrun_config *cfg, char *const argv[],
 		}
 		if (pidfd < 0 && ms > HOOK_NO_PIDFD_MS)
 			ms = HOOK_NO_PIDFD_MS;
-		poll(fds, 3, ms); /* EINTR: the loop checks again */
+		poll(fds, 4, ms); /* EINTR: the loop checks again */
 		if (fds[1].revents && !read_err(ep[0], err, elen))
 			close_fd(&ep[0]);
 		if (fds[2].revents) {
@@ -167,7 +190,10 @@ static int run_hook(const struct hookrun_config *cfg, char *const argv[],
 	close_fd(&ep[0]);
 	close_fd(&in[1]);
 	close_fd(&pidfd);
-	if (killed)
+	if (killed && cut)
+		snprintf(what, wsize, "killed: stopping, and the hooks' time "
+			 "is spent%s", reaped ? "" : " (not reaped)");
+	else if (killed)
 		snprintf(what, wsize, "killed after %gs%s",
 			 (double)cfg->timeout_ns / 1e9, reaped ? "" :
 			 " (not reaped)");
@@ -206,10 +232,17 @@ static void hook_one(const struct hookrun_config *cfg, const char *path,
 {
 	char err[HOOK_ERR_MAX + 1], what[64];
 	size_t elen = 0;
+	uint64_t by = stop_by(cfg);
 	int st;
 
 	argv[0] = (char *)path;
-	st = run_hook(cfg, argv, xml, err, &elen, what, sizeof(what));
+	if (by && now_ns() >= by) {
+		snprintf(what, sizeof(what), "not run: stopping, and the "
+			 "hooks' time is spent");
+		st = -1;
+	} else {
+		st = run_hook(cfg, argv, xml, err, &elen, what, sizeof(what));
+	}
 	while (elen && (err[elen - 1] == '\n' || err[elen - 1] == ' '))
 		elen--;
 	err[elen] = '\0';
@@ -220,39 +253,78 @@ static void hook_one(const struct hookrun_config *cfg, const char *path,
 			  argv[3], what, elen ? "; stderr: " : "", err);
 }
 
+/* The hooks of @dir, in order: DIR/vm, then DIR/vm.d/ * sorted (read anew
+ * each time). Returns how many paths it put in @paths (malloc'd each; at
+ * most @max). */
+static unsigned int hook_paths(const char *dir, char **paths,
+			       unsigned int max)
+{
+	char path[PATH_MAX];
+	struct dirent **ents;
+	unsigned int k = 0;
+	int n;
+
+	snprintf(path, sizeof(path), "%s/vm", dir);
+	if (is_hook(path) && k < max)
+		paths[k++] = strdup(path);
+	snprintf(path, sizeof(path), "%s/vm.d", dir);
+	n = scandir(path, &ents, no_dot, by_strcmp);
+	for (int i = 0; i < n; i++) {
+		if ((size_t)snprintf(path, sizeof(path), "%s/vm.d/%s", dir,
+				     ents[i]->d_name) < sizeof(path) &&
+		    is_hook(path) && k < max)
+			paths[k++] = strdup(path);
+		free(ents[i]);
+	}
+	if (n >= 0)
+		free(ents);
+	while (k && !paths[k - 1]) /* strdup failed: fewer hooks */
+		k--;
+	return k;
+}
+
+#define HOOKS_MAX 256 /* hooks of one event; more are not run */
+
 void hookrun_event(const struct hookrun_config *cfg,
 		   const struct hook_domain *dom, const char *op,
 		   const char *subop, const char *extra,
 		   const struct sysidle_doc *doc, uint64_t *run,
 		   uint64_t *failed)
 {
-	char path[PATH_MAX], *xml = sysidle_doc_domain_xml(dom, doc);
+	char *paths[HOOKS_MAX], *xml = sysidle_doc_domain_xml(dom, doc);
 	char *argv[] = { NULL, (char *)(dom->name ? dom->name : ""),
 			 (char *)(op ? op : "-"), (char *)(subop ? subop : "-"),
 			 (char *)(extra && *extra ? extra : "-"), NULL };
-	struct dirent **ents;
-	int n;
+	unsigned int n;
 
 	if (!xml) {
 		cfg->warn("hooks %s %s %s: out of memory", argv[1], argv[2],
 			  argv[3]);
 		return;
 	}
-	snprintf(path, sizeof(path), "%s/vm", cfg->dir);
-	if (is_hook(path))
-		hook_one(cfg, path, argv, xml, run, failed);
-	snprintf(path, sizeof(path), "%s/vm.d", cfg->dir);
-	n = scandir(path, &ents, no_dot, by_strcmp);
-	for (int i = 0; i < n; i++) {
-		if ((size_t)snprintf(path, sizeof(path), "%s/vm.d/%s", cfg->dir,
-				     ents[i]->d_name) < sizeof(path) &&
-		    is_hook(path))
-			hook_one(cfg, path, argv, xml, run, failed);
-		free(ents[i]);
+	n = hook_paths(cfg->dir, paths, HOOKS_MAX);
+	for (unsigned int i = 0; i < n; i++) {
+		if (paths[i])
+			hook_one(cfg, paths[i], argv, xml, run, failed);
+		free(paths[i]);
 	}
-	if (n >= 0)
-		free(ents);
 	free(xml);
+}
+
+void hookrun_events_bounded(const struct hookrun_config *cfg,
+			    const struct hook_domain *dom,
+			    const struct hookrun_call *calls,
+			    unsigned int ncalls, uint64_t *run,
+			    uint64_t *failed)
+{
+	struct hookrun_stop bound = { .fd = -1 };
+	struct hookrun_config c = *cfg;
+
+	hookrun_stop_set(&bound, now_ns() + cfg->timeout_ns);
+	c.stop = &bound;
+	for (unsigned int i = 0; i < ncalls; i++)
+		hookrun_event(&c, dom, calls[i].op, calls[i].subop,
+			      calls[i].extra, calls[i].doc, run, failed);
 }
 
 int hooks_parse_timeout(const char *text, uint64_t *ns)

@@ -34,9 +34,21 @@
 #define HOOKS_TIMEOUT_USAGE "expected seconds, more than 0 and at most 86400"
 int hooks_parse_timeout(const char *text, uint64_t *ns);
 
+/*
+ * A bound on the hook running when a process stops (any thread sets it):
+ * store by_ns (hookrun_stop_set), then make fd readable; the runner wakes
+ * on fd and kills that hook at by_ns at the latest.
+ */
+struct hookrun_stop {
+	int fd;         /* readable once by_ns is set (never read here) */
+	uint64_t by_ns; /* CLOCK_MONOTONIC, 0: not stopping; atomic */
+};
+void hookrun_stop_set(struct hookrun_stop *stop, uint64_t by_ns);
+
 struct hookrun_config {
 	const char *dir;     /* absolute: from hookrun_resolve_dir() */
 	uint64_t timeout_ns; /* a hook still running then is killed */
+	struct hookrun_stop *stop; /* NULL: only each hook's own timeout */
 	/* Warnings (a failed or killed hook): one line each, without the
 	 * trailing newline. Called from the thread that runs the hooks. */
 	void (*warn)(const char *fmt, ...)
@@ -65,5 +77,21 @@ void hookrun_event(const struct hookrun_config *cfg,
 		   const char *subop, const char *extra,
 		   const struct sysidle_doc *doc, uint64_t *run,
 		   uint64_t *failed);
+
+/* One event of hookrun_events_bounded. */
+struct hookrun_call {
+	const char *op, *subop, *extra;
+	const struct sysidle_doc *doc;
+};
+
+/* The last events of a stopping process (e.g. "idle end", then "stopped
+ * end"), each as hookrun_event in order, all within one cfg->timeout_ns
+ * from now: a hook still running then is killed, and the hooks not started
+ * by then are not run (each said through cfg->warn, counted failed). */
+void hookrun_events_bounded(const struct hookrun_config *cfg,
+			    const struct hook_domain *dom,
+			    const struct hookrun_call *calls,
+			    unsigned int ncalls, uint64_t *run,
+			    uint64_t *failed);
 
 #endif

@@ -388,6 +388,36 @@ def test_hang(tmp):
           "the hooks after the hung one still run, stopped last", evs)
 
 
+def test_stop_bound(tmp):
+    """Two hooks that hang on every event, --hook-timeout 2: SIGTERM while
+    the first runs "started begin" cuts the hook then running at 2 s from
+    the stop, and the last hooks ("stopped end") share one --hook-timeout:
+    the first is killed at its end, the second is not run. About 4 s in
+    all, where one hook after the other took 8 s."""
+    d = os.path.join(tmp, "stopbound")
+    os.makedirs(os.path.join(d, "vm.d"))
+    marker = os.path.join(tmp, "stopbound-started")
+    for name in ["a", "b"]:
+        write_hook(os.path.join(d, "vm.d", name),
+                   "#!/bin/sh\ntouch %s\nexec sleep 1000\n" % marker)
+    vm = Vm(vm_args(d, "--hook-timeout", "2"))
+    started = poll_until(lambda: os.path.exists(marker), 10)
+    rc = vm.stop(timeout=20)
+    took = vm.stop_seconds
+    err = vm.err
+    a_end = re.search(r"vm\.d/a .* stopped end: killed: stopping, and the "
+                      r"hooks' time is spent", err)
+    b_end = re.search(r"vm\.d/b .* stopped end: not run: stopping, and the "
+                      r"hooks' time is spent", err)
+    check(started and rc == 143 and took is not None and took < 5.5 and
+          "started begin: killed: stopping" in err and a_end and b_end,
+          "hung hooks at exit: the running one cut at one --hook-timeout "
+          "after SIGTERM, the 'stopped end' hooks within one more (the "
+          "first killed, the next not run, each said): exit after %.1f s "
+          "(one after the other: 8 s)" % (took or -1),
+          "exit %s\n%s" % (rc, err))
+
+
 def test_coalesce(tmp):
     """A slow hook and quick state changes: pending idle events coalesce,
     the latest state wins, nothing runs out of order."""
@@ -544,6 +574,7 @@ def main():
         test_dirs(tmp)
         test_events(tmp)
         test_hang(tmp)
+        test_stop_bound(tmp)
         test_coalesce(tmp)
     return vmmtest.finish()
 

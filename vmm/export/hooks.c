@@ -34,6 +34,7 @@ static struct {
 	pthread_t thread;
 	bool started;
 	int stop_fd;
+	struct hookrun_stop stop; /* cfg.stop: the hook running at the stop */
 
 	pthread_mutex_t lock; /* the counters, for hooks_counts */
 	uint64_t run, failed, dropped;
@@ -129,13 +130,42 @@ static void hooks_drain(void)
 	}
 }
 
+/* Hooks thread, stopping at @now: "idle end" if an "idle begin" has none
+ * yet, then "stopped end", all within one --hook-timeout
+ * (hookrun_events_bounded). */
+static void hooks_last(uint64_t now)
+{
+	struct sysidle_doc doc = {
+		.state = SYSIDLE_NOT,
+		.since_unix_ms = mono_to_unix_ms(now),
+		.full_idle_periods = hk.periods,
+		.vcpus = hk.dom.ncpus,
+	};
+	char ms[32];
+	struct hookrun_call calls[2];
+	unsigned int n = 0;
+	uint64_t run = 0, failed = 0;
+
+	if (hk.begun) {
+		snprintf(ms, sizeof(ms), "%" PRIu64,
+			 (now > hk.noted_ns ? now - hk.noted_ns : 0) / 1000000u);
+		calls[n++] = (struct hookrun_call){ "idle", "end", ms, &doc };
+		hk.begun = false;
+	}
+	calls[n++] = (struct hookrun_call){ "stopped", "end", NULL, &doc };
+	hookrun_events_bounded(&hk.cfg, &hk.dom, calls, n, &run, &failed);
+	pthread_mutex_lock(&hk.lock);
+	hk.run += run;
+	hk.failed += failed;
+	pthread_mutex_unlock(&hk.lock);
+}
+
 static void *hooks_thread(void *arg)
 {
 	struct pollfd fds[2] = {
 		{ .fd = hk.stop_fd, .events = POLLIN },
 		{ .fd = hk.events.fd, .events = POLLIN },
 	};
-	uint64_t now;
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "vmm-hooks");
@@ -154,11 +184,7 @@ static void *hooks_thread(void *arg)
 	/* Stopping: the last changes, then every "idle begin" gets its
 	 * "idle end" before "stopped end". */
 	hooks_drain();
-	now = now_ns();
-	if (hk.begun)
-		hooks_idle_end(SYSIDLE_NOT, now > hk.noted_ns ?
-			       now - hk.noted_ns : 0, mono_to_unix_ms(now));
-	hooks_run("stopped", "end", NULL, SYSIDLE_NOT, mono_to_unix_ms(now));
+	hooks_last(now_ns());
 	return NULL;
 }
 
@@ -170,9 +196,11 @@ int hooks_start(struct vm *vm, const struct export_config *o)
 	if (!dir)
 		return 0;
 	hk.cfg = (struct hookrun_config){ .dir = dir,
-		.timeout_ns = o->hook_timeout_ns, .warn = vmm_warn };
+		.timeout_ns = o->hook_timeout_ns, .warn = vmm_warn,
+		.stop = &hk.stop };
 	hk.dom = (struct hook_domain){ vm_name(), vm_uuid(), vm->ncpus };
 	hk.stop_fd = eventfd(0, EFD_CLOEXEC);
+	hk.stop = (struct hookrun_stop){ .fd = hk.stop_fd };
 	if (hk.stop_fd < 0 || event_reader_open(&hk.events) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "cannot start the hooks thread: "
 				"%s", strerror(errno));
@@ -189,6 +217,8 @@ void hooks_stop(void)
 	uint64_t one = 1;
 
 	if (hk.started) {
+		/* A hook running now ends within one --hook-timeout. */
+		hookrun_stop_set(&hk.stop, now_ns() + hk.cfg.timeout_ns);
 		if (write(hk.stop_fd, &one, sizeof(one)) < 0)
 			vmm_warn("cannot stop the hooks thread");
 		pthread_join(hk.thread, NULL);
