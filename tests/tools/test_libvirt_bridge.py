@@ -651,6 +651,20 @@ def test_errors(tmp):
           in err, "a malformed stats file: where and why, exit 1",
           "exit %s\n%s" % (rc, err))
     rc, out, err = bridge(["--libvirt", "test://" + node, "--stats-file",
+                           "/dev/zero", "--once"])
+    check(rc == 1 and "--stats-file '/dev/zero': line 1: longer than 65536 "
+          "bytes, or a NUL byte in it" in err,
+          "--stats-file /dev/zero: line 1 refused at once (no unbounded "
+          "read), exit 1", "exit %s\n%s" % (rc, err))
+    with open(bad, "w") as f:
+        f.write("0 web1 vcpu.0.halt_exits.sum=1\n# comment\n0 web1 " +
+                "x" * 70000 + "=1\n")
+    rc, out, err = bridge(["--libvirt", "test://" + node, "--stats-file",
+                           bad, "--once"])
+    check(rc == 1 and "line 3: longer than 65536 bytes" in err,
+          "a stats line of 70000 bytes: refused, its line named, exit 1",
+          "exit %s\n%s" % (rc, err))
+    rc, out, err = bridge(["--libvirt", "test://" + node, "--stats-file",
                            os.path.join(tmp, "missing"), "--once"])
     check(rc == 1 and "No such file" in err, "a missing stats file: exit 1",
           "exit %s\n%s" % (rc, err))

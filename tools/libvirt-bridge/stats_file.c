@@ -22,6 +22,11 @@
 
 #include "stats_source.h"
 
+/* Bounds on the input: a line (a scan of one domain, KEY=VALUE for each
+ * statistic) and the whole file. */
+#define STATS_LINE_MAX 65536
+#define STATS_LINES_MAX 10000000
+
 struct stats_kv {
 	char *key;
 	uint64_t value;
@@ -105,24 +110,53 @@ static const char *parse_line(char *line, struct stats_record *r)
 	return NULL;
 }
 
+/* A line of at most STATS_LINE_MAX bytes into @buf (STATS_LINE_MAX + 1
+ * bytes), without its newline: its length, -1 at the end of the input, or
+ * -2 for a line too long or holding a NUL byte (the rest of it unread). */
+static long read_line(FILE *in, char *buf)
+{
+	long n = 0;
+	int c;
+
+	while ((c = getc(in)) != EOF && c != '\n') {
+		if (n == STATS_LINE_MAX || c == '\0')
+			return -2;
+		buf[n++] = (char)c;
+	}
+	if (c == EOF && n == 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
 struct stats_file *stats_file_open(const char *path, char *err, size_t esize)
 {
 	struct stats_file *f = calloc(1, sizeof(*f));
 	FILE *in = fopen(path, "r");
-	char *line = NULL;
-	size_t lsize = 0;
+	char *line = malloc(STATS_LINE_MAX + 1);
 	unsigned long lineno = 0;
 	const char *bad = NULL;
+	long len;
 
-	if (!f || !in) {
+	if (!f || !in || !line) {
 		snprintf(err, esize, "%s", strerror(errno));
 		goto fail;
 	}
-	while (getline(&line, &lsize, in) >= 0) {
+	while ((len = read_line(in, line)) != -1) {
 		struct stats_record r;
-		char *p = line + strspn(line, " \t\r\n");
+		char *p = line + strspn(line, " \t\r");
 
 		lineno++;
+		if (len == -2) {
+			snprintf(err, esize, "line %lu: longer than %d bytes, "
+				 "or a NUL byte in it", lineno, STATS_LINE_MAX);
+			goto fail;
+		}
+		if (lineno > STATS_LINES_MAX) {
+			snprintf(err, esize, "line %lu: more than %d lines",
+				 lineno, STATS_LINES_MAX);
+			goto fail;
+		}
 		if (!*p || *p == '#')
 			continue;
 		bad = parse_line(p, &r);
