@@ -62,6 +62,18 @@ def test_options():
            "--cpu with a feature it does not have")
     expect(["--cpu", "x2apic", h], 120, "--cpu: 'x2apic'",
            "--cpu with a feature without + or -")
+    with open("/proc/meminfo") as f:
+        kb = sum(int(l.split()[1]) for l in f
+                 if l.startswith(("MemTotal:", "SwapTotal:")))
+    too_much = "%dG" % (2 * kb // (1 << 20) + 1)
+    expect(["--mem", too_much, h], 120, "more than this host has",
+           "--mem %s, twice this host's RAM and swap: refused" % too_much)
+    many = 8 * (os.cpu_count() or 1) + 1
+    if many <= 1024:
+        rc, out, err = run(["--cpus", str(many), h])
+        check(rc == 0 and "vCPUs per host CPU" in err and "hello" in out,
+              "--cpus %d, more than 8 per host CPU: a warning, and it runs"
+              % many, "exit %s\n%s%s" % (rc, out, err))
     expect([], 120, "missing KERNEL.elf", "no kernel")
     expect([h, h], 120, "unexpected argument", "two kernels")
     expect(["--cpus"], 120, "needs an argument", "--cpus without value")

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "machine/vm.h"
@@ -33,6 +34,34 @@ static int kvm_map_ram(struct vm *vm, uint32_t slot, uint64_t gpa,
 	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_SET_USER_MEMORY_REGION: %s",
 				strerror(errno));
+	return 0;
+}
+
+/*
+ * What this host can give: guest RAM beyond its RAM and swap together is
+ * refused (the mmap is MAP_NORESERVE, so it would succeed, and the OOM
+ * killer would end the VM later, whatever it was doing); vCPUs beyond 8
+ * per host CPU are allowed with a warning (each is a host thread that
+ * spins or waits its turn). Main thread, before the RAM is mapped.
+ */
+static int kvm_check_host_fit(struct vm *vm)
+{
+	struct sysinfo si;
+	uint64_t host;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (sysinfo(&si) == 0) {
+		host = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+		if (vm->ram_size > host)
+			return vmm_fail(VMM_EXIT_USAGE, "--mem %" PRIu64 "M: "
+					"more than this host has (%" PRIu64
+					"M of RAM and swap together)",
+					vm->ram_size >> 20, host >> 20);
+	}
+	if (cpus > 0 && vm->ncpus > 8 * (unsigned long)cpus)
+		vmm_warn("--cpus %u on %ld host CPUs: more than 8 vCPUs per "
+			 "host CPU, the guest will run slowly", vm->ncpus,
+			 cpus);
 	return 0;
 }
 
@@ -80,6 +109,8 @@ int kvm_vm_create(struct vm *vm, const struct machine_config *opts)
 	(void)ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, 0xfffbd000ul);
 
 	vm->ram_size = (opts->mem_size + 0xfff) & ~0xfffull;
+	if (kvm_check_host_fit(vm))
+		return -1;
 	vm->ram = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (vm->ram == MAP_FAILED) {
