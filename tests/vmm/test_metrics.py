@@ -44,6 +44,7 @@ except ImportError:
 
 # sample name -> (type, label names), as documented in vmm/README.md
 FAMILIES = {
+    "sysidle_vm_up": ("gauge", {"vm"}),
     "sysidle_vm_info": ("gauge", {"vm", "uuid", "sysidle"}),
     "sysidle_vm_state": ("gauge", {"vm"}),
     "sysidle_vm_state_since_timestamp_seconds": ("gauge", {"vm"}),
@@ -670,10 +671,11 @@ def test_vm(tmp):
               "\n".join(bad) + "\n" + first.text)
         m = poll_until(lambda: fully_idle(f, halted=True), 30)
         check(m and m.value("sysidle_vm_full_idle") == 1 and
+              m.value("sysidle_vm_up") == 1 and
               m.value("sysidle_vm_full_idle_periods_total") >= 1 and
               all(m.value("sysidle_vcpu_halted", i) == 1 for i in (0, 1)),
-              "the guest idles: sysidle_vm_state 4, sysidle_vm_full_idle 1, "
-              "both vCPUs halted", read_metrics(f).text)
+              "the guest idles: sysidle_vm_up 1, sysidle_vm_state 4, "
+              "sysidle_vm_full_idle 1, both vCPUs halted", read_metrics(f).text)
         if not m:
             return
         since = m.value("sysidle_vm_state_since_timestamp_seconds")
@@ -785,6 +787,12 @@ def test_vm(tmp):
         check(last and last.ok() and os.listdir(mdir) == ["vm.prom"],
               "after exit: the file complete, no temporary file",
               "%s %s" % (last and last.problems, os.listdir(mdir)))
+        check(last and last.value("sysidle_vm_up") == 0 and
+              last.value("sysidle_vm_full_idle") == 0 and
+              last.value("sysidle_vm_paused") == 0,
+              "after exit the file says the VM is gone: sysidle_vm_up 0, "
+              "sysidle_vm_full_idle 0, sysidle_vm_paused 0",
+              last and last.text)
         check("warning" not in vm.err, "no warning from the VMM", vm.err)
 
 

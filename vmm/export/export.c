@@ -90,7 +90,7 @@ static bool shown_equal(const struct metrics_shown *a,
  * snapshot is taken after the state changed, and the changes' events can
  * still be queued behind it: their drain must not rewrite a file that
  * already shows them. */
-static void export_metrics(bool always)
+static void export_metrics(bool always, bool up)
 {
 	const char *path = ex.cfg->metrics_file;
 	struct metrics_shown now;
@@ -109,7 +109,7 @@ static void export_metrics(bool always)
 		ex.settle = false;
 		return;
 	}
-	if (metrics_write(path, ex.st) < 0) {
+	if (metrics_write(path, ex.st, up) < 0) {
 		if (!ex.metrics_failed)
 			vmm_warn("--metrics-file '%s': %s (further failures "
 				 "are not reported)", path, strerror(errno));
@@ -176,7 +176,7 @@ static void *export_thread(void *arg)
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "vmm-export");
-	export_metrics(true);
+	export_metrics(true, true);
 	export_metrics_timer();
 	for (;;) {
 		fds[0] = (struct pollfd){ .fd = ex.stop_fd, .events = POLLIN };
@@ -206,7 +206,7 @@ static void *export_thread(void *arg)
 			}
 		}
 		if (changed)
-			export_metrics(false);
+			export_metrics(false, true);
 		control_handle(fds + 3, n - 3);
 		export_metrics_timer();
 	}
@@ -261,7 +261,7 @@ void export_stop(void)
 	hooks_stop(); /* the last hooks: "idle end" if due, "stopped" */
 	control_close();
 	if (ex.st && ex.cfg->metrics_file)
-		export_metrics(true);
+		export_metrics(true, false); /* sysidle_vm_up 0: it is gone */
 	vm_status_free(ex.st);
 	ex.st = NULL;
 	event_reader_close(&ex.events);

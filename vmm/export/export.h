@@ -131,6 +131,6 @@ int stats_write(struct vm *vm, const char *path, int status);
 
 /* metrics.c: write @st to @path in Prometheus text format (temporary file in
  * the same directory, then rename). Returns 0, or -1 with errno set. */
-int metrics_write(const char *path, const struct vm_status *st);
+int metrics_write(const char *path, const struct vm_status *st, bool up);
 
 #endif

@@ -90,8 +90,14 @@ static uint64_t vcpu_halt_exits(const struct vcpu_status *v)
 }
 
 /* The file's text, into @f. */
-static void metrics_format(FILE *f, const struct vm_status *st)
+static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 {
+	put_vm_u64(f, "sysidle_vm_up", "gauge",
+		   "1 while the VMM runs; 0 in the file it leaves at exit "
+		   "(every gauge below then says what was last true, but "
+		   "sysidle_vm_full_idle and sysidle_vm_paused are 0: a VM "
+		   "that is gone is neither).", st, up);
+
 	put_family(f, "sysidle_vm_info", "gauge",
 		   "The VM: its name, its uuid (new for each VMM process) and "
 		   "whether --sysidle is on. Always 1.");
@@ -115,7 +121,7 @@ static void metrics_format(FILE *f, const struct vm_status *st)
 	put_vm_u64(f, "sysidle_vm_full_idle", "gauge",
 		   "1 while the VM is fully idle (state FULL_NOTED: no vCPU "
 		   "runs, the tick is stopped), else 0.",
-		   st, st->state == SYSIDLE_FULL_NOTED);
+		   st, up && st->state == SYSIDLE_FULL_NOTED);
 
 	put_family(f, "sysidle_vm_full_idle_seconds_total", "counter",
 		   "Seconds the VM has been fully idle, up to when this file "
@@ -147,7 +153,7 @@ static void metrics_format(FILE *f, const struct vm_status *st)
 
 	put_vm_u64(f, "sysidle_vm_paused", "gauge",
 		   "1 while the VM is paused (every vCPU parked by the control "
-		   "socket's pause), else 0.", st, st->paused);
+		   "socket's pause), else 0.", st, up && st->paused);
 	put_vm_u64(f, "sysidle_vm_pauses_total", "counter",
 		   "Pauses completed (every vCPU parked).", st, st->pauses);
 	put_vm_u64(f, "sysidle_vm_resumes_requested_total", "counter",
@@ -180,7 +186,7 @@ static int write_all(int fd, const char *buf, size_t len)
  * at a time, @st a snapshot nobody changes meanwhile. Never leaves the
  * temporary file behind.
  */
-int metrics_write(const char *path, const struct vm_status *st)
+int metrics_write(const char *path, const struct vm_status *st, bool up)
 {
 	const char *slash = strrchr(path, '/');
 	char *text = NULL, *tmp = NULL;
@@ -191,7 +197,7 @@ int metrics_write(const char *path, const struct vm_status *st)
 	f = open_memstream(&text, &len);
 	if (!f)
 		return -1;
-	metrics_format(f, st);
+	metrics_format(f, st, up);
 	errno = 0;
 	if (fclose(f) || !text) {
 		err = errno ? errno : ENOMEM;
