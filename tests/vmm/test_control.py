@@ -599,9 +599,39 @@ def test_default_path():
         print("# %s exists with mode %o, not made by the VMM: its mode is "
               "checked to be left alone" % (DEFAULT_DIR, before))
         want_dir = before
+    # What a VMM killed with SIGKILL leaves: a socket file no one listens
+    # on; and one someone still listens on, and a file that is no socket.
+    os.makedirs(DEFAULT_DIR, mode=0o700, exist_ok=True)
+    stale = os.path.join(DEFAULT_DIR, "stale-%d.sock" % os.getpid())
+    live = os.path.join(DEFAULT_DIR, "live-%d.sock" % os.getpid())
+    plain = os.path.join(DEFAULT_DIR, "plain-%d.sock" % os.getpid())
+    for path in (stale, live, plain):
+        if os.path.lexists(path):
+            os.unlink(path)
+    s1 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s1.bind(stale)
+    s1.close()
+    s2 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s2.bind(live)
+    s2.listen(1)
+    open(plain, "w").close()
+    # A socket made within the last 10 s may belong to a VMM between its
+    # bind() and listen(): the sweep leaves it; these look older.
+    for path in (stale, live, plain):
+        os.utime(path, (time.time() - 60, time.time() - 60),
+                 follow_symlinks=False)
     vm = Vm(["--cpus", "2", "--sysidle", "--append", "hz=250", "--name",
              name, tool("idle.elf")])
     c = connect(sock, 30, vm.p)
+    check(c is not None and not os.path.lexists(stale) and
+          os.path.exists(live) and os.path.exists(plain),
+          "a VM with the default socket directory removes the sockets "
+          "there no one listens on (a killed VMM's), and leaves a live "
+          "socket and a plain file", os.listdir(DEFAULT_DIR))
+    s2.close()
+    for path in (stale, live, plain):
+        if os.path.lexists(path):
+            os.unlink(path)
     try:
         dmode = stat.S_IMODE(os.stat(DEFAULT_DIR).st_mode)
         smode = stat.S_IMODE(os.stat(sock).st_mode)

@@ -19,6 +19,7 @@
  * dropped for that client and counted (the client is told how many at its
  * next line).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -98,6 +100,43 @@ static int control_stale(const struct sockaddr_un *addr)
 	return 0;
 }
 
+/*
+ * Main thread: remove the stale sockets in the default directory, NAME.sock
+ * files left by VMMs that were killed (SIGKILL, a crash) and that no one
+ * listens on any more: default names carry the PID, so they would pile up.
+ * A socket someone listens on, and anything that is not a socket, stays;
+ * so does one made in the last CONTROL_SWEEP_AGE_S seconds (another VMM
+ * may be between its bind() and its listen()). At most CONTROL_SWEEP_MAX
+ * entries are looked at.
+ */
+#define CONTROL_SWEEP_AGE_S 10
+#define CONTROL_SWEEP_MAX 4096
+static void control_sweep(const char *dir)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct dirent *e;
+	struct stat sb;
+	unsigned int seen = 0;
+	DIR *d = opendir(dir);
+	time_t now = time(NULL);
+	size_t n;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) && seen++ < CONTROL_SWEEP_MAX) {
+		n = strlen(e->d_name);
+		if (n < 6 || strcmp(e->d_name + n - 5, ".sock") ||
+		    (e->d_type != DT_SOCK && e->d_type != DT_UNKNOWN) ||
+		    (size_t)snprintf(a.sun_path, sizeof(a.sun_path), "%s/%s",
+				     dir, e->d_name) >= sizeof(a.sun_path) ||
+		    lstat(a.sun_path, &sb) < 0 ||
+		    sb.st_mtime > now - CONTROL_SWEEP_AGE_S)
+			continue;
+		(void)control_stale(&a); /* unlinks it when no one listens */
+	}
+	closedir(d);
+}
+
 /* Main thread: the failure of control_open. */
 static int control_open_failed(bool explicit, const char *path,
 			       const char *what)
@@ -140,6 +179,8 @@ int control_open(struct vm *vm, const struct export_config *o)
 			 DEFAULT_CONTROL_DIR, strerror(errno));
 		return control_open_failed(false, o->control, msg);
 	}
+	if (!explicit)
+		control_sweep(DEFAULT_CONTROL_DIR);
 	r = control_stale(&addr);
 	if (r > 0)
 		return control_open_failed(explicit, o->control, "is in use");
