@@ -836,6 +836,69 @@ def test_vmm_fake():
         old.close()
 
 
+class LiarVmm(FakeVmm):
+    """A fake VMM whose status names the threads of another process (and,
+    with @pid, claims that other process's PID): they must never be
+    pinned."""
+
+    def __init__(self, path, name, victim, pid=None):
+        self.victim = victim
+        self.claim = pid
+        super().__init__(path, name)
+
+    def tids(self):
+        return [self.victim.pid] * 3
+
+    def request(self, c, req):
+        if req.get("cmd") != "status" or self.claim is None:
+            return super().request(c, req)
+        t = self.tids()
+        self.send(c, {"ok": True, "cmd": "status", "vm": {
+            "name": self.name, "pid": self.claim, "state": self.state,
+            "since_unix_ms": self.since, "paused": False,
+            "housekeeping_tid": t[2],
+            "vcpus": [{"id": 0, "tid": t[0]}, {"id": 1, "tid": t[1]}]}})
+
+
+def test_vmm_liar():
+    """Thread IDs are checked against the socket's peer (SO_PEERCRED), not
+    against the PID the reply claims."""
+    full = os.sched_getaffinity(0)
+    idle = {max(full)}
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        before = os.sched_getaffinity(victim.pid)
+        with tempfile.TemporaryDirectory() as tmp:
+            a = LiarVmm(os.path.join(tmp, "a.sock"), "liar-a", victim)
+            b = LiarVmm(os.path.join(tmp, "b.sock"), "liar-b", victim,
+                        pid=victim.pid)
+            r = VmmRun([a.path, b.path], "pack", 0.3, idle)
+            r.until(lambda: len(a.watchers) == 1 and len(b.watchers) == 1, 3)
+            a.set_state("FULL_NOTED")
+            b.set_state("FULL_NOTED")
+            pa = r.line(r"^pack liar-a: ", 2)
+            # never named by a status it gave: its socket's name
+            pb = r.line(r"^error b: status failed, not packed", 2)
+            during = os.sched_getaffinity(victim.pid)
+            r.stop()
+            after = os.sched_getaffinity(victim.pid)
+            check(pa == "pack liar-a: 0 threads -> cpus %s (FULL_NOTED)" %
+                  common.fmt_cpus(idle) and pb is not None and
+                  "the status says pid %d, the socket's peer is pid %d" %
+                  (victim.pid, os.getpid()) in pb and during == before and
+                  after == before,
+                  "a VMM naming another process's threads: none pinned "
+                  "(its own: 0 threads; one claiming the other's PID: "
+                  "refused); that process's affinity unchanged",
+                  "%s\n%s\n%s -> %s\n%s" % (pa, pb, before, after,
+                                             r.text()))
+            a.close()
+            b.close()
+    finally:
+        victim.kill()
+        victim.wait()
+
+
 def main():
     print("# libvirt %d.%d.%d" % (libvirt.getVersion() // 1000000,
                                   libvirt.getVersion() // 1000 % 1000,
@@ -856,6 +919,7 @@ def main():
                       traceback.format_exc())
     try:
         test_vmm_fake()
+        test_vmm_liar()
     except Exception as e:      # noqa: BLE001
         import traceback
         check(False, "test_vmm_fake raised %s" % e, traceback.format_exc())

@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import socket
+import struct
 import time
 
 REQUEST_TIMEOUT_S = 2.0
@@ -37,12 +38,22 @@ def _connect(path, timeout):
     return s
 
 
+def peer_pid(s):
+    """The PID of the process at the other end of the Unix socket @s, as
+    the kernel knows it (SO_PEERCRED), not as any reply claims it."""
+    cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                        struct.calcsize("3i"))
+    return struct.unpack("3i", cred)[0]
+
+
 def request(path, obj, timeout=REQUEST_TIMEOUT_S):
-    """One request on a new connection to @path; the reply object. Raises
-    OSError (no VMM, no reply within @timeout), ValueError (not JSON),
-    Refused (ok false)."""
+    """One request on a new connection to @path; the reply object, with
+    "_peer_pid": the PID of the process that answered (SO_PEERCRED).
+    Raises OSError (no VMM, no reply within @timeout), ValueError (not
+    JSON), Refused (ok false)."""
     s = _connect(path, timeout)
     try:
+        peer = peer_pid(s)
         s.sendall(_line(obj))
         buf = b""
         end = time.monotonic() + timeout
@@ -60,17 +71,26 @@ def request(path, obj, timeout=REQUEST_TIMEOUT_S):
             raise ValueError("bad reply: %r" % (r,))
         if not r.get("ok"):
             raise Refused(str(r.get("error", r)))
+        r["_peer_pid"] = peer
         return r
     finally:
         s.close()
 
 
 def status(path):
-    """The VM's status object, or raises OSError / ValueError / Refused."""
+    """The VM's status object, with "_peer_pid" (see request), or raises
+    OSError / ValueError / Refused. A status whose "pid" is not the
+    socket's peer is refused (ValueError): its thread IDs cannot be
+    trusted."""
     r = request(path, {"cmd": "status"})
-    if not isinstance(r.get("vm"), dict):
+    vm = r.get("vm")
+    if not isinstance(vm, dict):
         raise ValueError("bad status reply: %r" % (r,))
-    return r["vm"]
+    if "pid" in vm and vm["pid"] != r["_peer_pid"]:
+        raise ValueError("the status says pid %r, the socket's peer is pid "
+                         "%d" % (vm["pid"], r["_peer_pid"]))
+    vm["_peer_pid"] = r["_peer_pid"]
+    return vm
 
 
 def command(path, cmd):
@@ -80,10 +100,17 @@ def command(path, cmd):
 
 
 def vm_tids(vm):
-    """The thread ids of a status object: its vCPUs', its housekeeping's."""
+    """The thread ids of a status object: its vCPUs', its housekeeping's;
+    only threads of the process that answered (status()'s "_peer_pid"),
+    so that no other process's thread is ever pinned."""
     tids = [v.get("tid") for v in vm.get("vcpus", []) if isinstance(v, dict)]
     tids.append(vm.get("housekeeping_tid"))
-    return [t for t in tids if isinstance(t, int) and t > 0]
+    tids = [t for t in tids if isinstance(t, int) and t > 0]
+    peer = vm.get("_peer_pid")
+    if peer is None:
+        return tids
+    return [t for t in tids
+            if os.path.exists("/proc/%d/task/%d" % (peer, t))]
 
 
 def vm_gone(e):
