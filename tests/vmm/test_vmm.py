@@ -333,6 +333,31 @@ def test_acpi():
               err if isinstance(err, str) else err.decode())
 
 
+def test_storm():
+    """A guest that misbehaves on purpose (storm.elf: random ports, MMIO,
+    MSRs and IPIs from a seed): for 4 seeds, plain and with --sysidle, the
+    VMM is still running after 65536 of its steps, then stops on SIGTERM
+    within a second (exit 143), with its warnings bounded."""
+    for seed in [1, 2, 3, 4]:
+        for extra in [[], ["--sysidle"]]:
+            vm = vmmtest.Vm(["--control", "none", "--append",
+                             "seed=%d" % seed] + extra + [guest("storm")],
+                            stdin=subprocess.DEVNULL)
+            ran = vm.wait_line("^storm: running", 120) is not None
+            alive = vm.p.poll() is None
+            rc = vm.stop()
+            errors = [l for l in vm.err_lines if l.startswith("vmm: ") and
+                      not l.startswith("vmm: warning: ")]
+            check(ran and alive and rc == 143 and vm.stop_seconds < 1.0 and
+                  not errors and len(vm.err_lines) <= 60,
+                  "storm seed=%d%s: 65536 random port/MMIO/MSR/IPI steps, "
+                  "the VMM runs on; SIGTERM: exit 143 in %.2f s; %d stderr "
+                  "lines" % (seed, " --sysidle" if extra else "",
+                             vm.stop_seconds or -1, len(vm.err_lines)),
+                  "ran %s alive %s exit %s\n%s" % (ran, alive, rc,
+                                                    "\n".join(vm.err_lines)))
+
+
 def main():
     if not os.path.exists(VMM):
         print("# %s missing" % VMM)
@@ -345,6 +370,7 @@ def main():
         test_guests(tmp)
         test_halt(tmp)
         test_acpi()
+        test_storm()
     vmmtest.selftest_boots([], "selftest.elf")
     return vmmtest.finish()
 
