@@ -15,6 +15,7 @@
 #include "base/housekeeping.h"
 #include "export/export.h"
 #include "idle/idle.h"
+#include "machine/devices/devices.h"
 #include "machine/pause.h"
 
 static const char *const exit_names[VCPU_EXIT_REASONS] = {
@@ -155,6 +156,7 @@ int stats_write(struct vm *vm, const char *path, int status)
 	if (idle)
 		json_object_object_add(root, "sysidle", idle);
 	json_object_object_add(root, "pause", stats_pause());
+	add_u64(root, "serial_output_dropped", serial_output_dropped());
 	for (unsigned int i = 0; i < vm->ncpus; i++)
 		json_object_array_add(vcpus, stats_vcpu(&vm->vcpus[i]));
 	json_object_object_add(root, "vcpus", vcpus);

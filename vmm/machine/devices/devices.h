@@ -12,6 +12,13 @@
 int serial_init(struct vm *vm);     /* 16550 UART at 0x3f8, IRQ 4 */
 int serial_input_start(void);       /* stdin -> the UART, its own thread */
 void serial_input_stop(void);
+/* The UART -> stdout (serial_out.c): a bounded buffer, its own writer
+ * thread; put never blocks (full: the byte is dropped and counted); stop
+ * flushes for at most 500 ms, reports the dropped bytes on stderr. */
+int serial_output_start(void);
+void serial_output_put(uint8_t c);
+void serial_output_stop(void);
+uint64_t serial_output_dropped(void);
 int debug_exit_init(struct vm *vm); /* isa-debug-exit at 0xf4 */
 int fw_cfg_init(struct vm *vm);     /* fw_cfg at 0x510/0x511 */
 int legacy_init(struct vm *vm);     /* PIT ports, ignored */

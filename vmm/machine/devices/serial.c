@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * 16550 UART at 0x3f8: output to stdout, input from stdin (a reader
- * thread) raising ISA IRQ 4 (PIC and IOAPIC); MCR loopback (bit 4) sends
- * output back to the receiver instead.
+ * 16550 UART at 0x3f8: output to stdout through a bounded buffer that
+ * never blocks the vCPU (serial_out.c), input from stdin (a reader thread)
+ * raising ISA IRQ 4 (PIC and IOAPIC); MCR loopback (bit 4) sends output
+ * back to the receiver instead. The transmitter is always empty: the
+ * guest sees each byte sent at once.
  */
 #include <errno.h>
 #include <poll.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -127,7 +128,7 @@ static void uart_write(unsigned int reg, uint8_t val)
 			uart_rx_push(val);
 			uart.thr_ipending = true;
 		} else {
-			putchar(val);
+			serial_output_put(val);
 			uart.thr_ipending = true;
 		}
 		break;
@@ -244,5 +245,4 @@ void serial_input_stop(void)
 	pthread_cond_broadcast(&uart.room);
 	pthread_mutex_unlock(&uart.lock);
 	pthread_join(input_thread, NULL);
-	fflush(stdout);
 }
