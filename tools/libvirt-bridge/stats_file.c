@@ -25,7 +25,7 @@
 /* Bounds on the input: a line (a scan of one domain, KEY=VALUE for each
  * statistic) and the whole file. */
 #define STATS_LINE_MAX 65536
-#define STATS_LINES_MAX 10000000
+#define STATS_LINES_MAX 1000000
 
 struct stats_kv {
 	char *key;
