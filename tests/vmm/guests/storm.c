@@ -6,24 +6,11 @@
  * and skipped), and fixed IPIs with random destinations, for ever, with
  * interrupts off. The VMM must neither crash nor hang, and must stop on
  * SIGTERM. A line every 65536 steps says it still runs. */
+#include "gp_skip.h"
 #include "guest.h"
 
 int main(uint32_t magic, uint32_t *mbi);
-void gp_entry(void);
 
-volatile uint32_t gp_count;
-
-/* #GP: count it, resume after the 2-byte rdmsr/wrmsr (as unknown.c). */
-__asm__(".globl gp_entry\n"
-	"gp_entry:\n"
-	"	incl gp_count\n"
-	"	addl $4, %esp\n"
-	"	addl $2, (%esp)\n"
-	"	popl 4(%esp)\n"
-	"	addl $4, %esp\n"
-	"	ret\n");
-
-static uint64_t idt[32];
 static uint32_t rng;
 
 static uint32_t next(void)
@@ -85,15 +72,9 @@ static void storm_ipi(uint32_t r)
 
 int main(uint32_t magic, uint32_t *mbi)
 {
-	struct { uint16_t limit; uint32_t base; } __attribute__((packed))
-		idtr = { sizeof(idt) - 1, (uint32_t)(uintptr_t)idt };
-	uint32_t h = (uint32_t)(uintptr_t)gp_entry;
-
 	(void)magic;
 	rng = cmdline_uint(mbi, "seed", 1) * 2654435761u | 1;
-	idt[13] = (h & 0xffff) | (0x08u << 16) |
-		  ((uint64_t)(0x8e00u | (h & 0xffff0000u)) << 32);
-	__asm__ volatile("lidt %0" : : "m"(idtr));
+	gp_skip_install();
 	puts_serial("storm: started\n");
 	for (uint32_t step = 1;; step++) {
 		uint32_t r = next();
