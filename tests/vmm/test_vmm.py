@@ -31,8 +31,9 @@ def guest(name):
     return os.path.join(GUESTS, name + ".elf")
 
 
-def expect(args, status, stderr_has, what, stdout_has=None, one_line=True):
-    rc, out, err = run(args)
+def expect(args, status, stderr_has, what, stdout_has=None, one_line=True,
+           timeout=30):
+    rc, out, err = run(args, timeout=timeout)
     lines = [l for l in err.splitlines() if l.startswith("vmm: ")
              and not l.startswith("vmm: warning")]
     ok = rc == status and stderr_has in err
@@ -124,6 +125,17 @@ def test_images(tmp):
            "module without kernel")
     expect(["--module", "/nonexistent/mod", guest("hello")], 121,
            "cannot read module", "missing module")
+    # not regular files: refused at once, a FIFO's open never blocks
+    fifo = os.path.join(tmp, "kernel.fifo")
+    os.mkfifo(fifo)
+    expect([fifo], 121, "is not a regular file", "a FIFO as the kernel",
+           timeout=2)
+    expect([tmp], 121, "is not a regular file", "a directory as the kernel",
+           timeout=2)
+    expect(["/dev/zero"], 121, "is not a regular file",
+           "/dev/zero as the kernel", timeout=2)
+    expect(["--module", fifo, guest("hello")], 121, "is not a regular file",
+           "a FIFO as --module", timeout=2)
 
 
 def test_guests(tmp):

@@ -30,20 +30,46 @@ struct mb_mmap {
 	uint32_t type;
 } __attribute__((packed));
 
-/* Reads all of @path into a malloc'd buffer; on failure prints why. */
-static uint8_t *read_file(const char *path, const char *what, size_t *len)
+/*
+ * Reads all of @path into a malloc'd buffer; on failure prints why.
+ * The caller guarantees @path and @what are valid strings and that @max
+ * bounds what may be read (the guest RAM): only a regular file of at
+ * most @max bytes is read.  The open uses O_NONBLOCK so that a FIFO can
+ * never block it; O_NONBLOCK is cleared once the file is known regular.
+ */
+static uint8_t *read_file(const char *path, const char *what, size_t *len,
+			  uint64_t max)
 {
 	struct stat st;
 	uint8_t *buf;
 	ssize_t r;
 	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		vmm_fail(VMM_EXIT_IMAGE, "cannot read %s '%s': %s", what, path,
 			 strerror(errno));
 		if (fd >= 0)
 			close(fd);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		vmm_fail(VMM_EXIT_IMAGE, "%s '%s' is not a regular file "
+			 "(a FIFO, device or directory is refused)", what, path);
+		return NULL;
+	}
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		vmm_fail(VMM_EXIT_IMAGE, "%s '%s' is %lld bytes, more than "
+			 "the guest RAM (%" PRIu64 " bytes)", what, path,
+			 (long long)st.st_size, max);
+		return NULL;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		vmm_fail(VMM_EXIT_IMAGE, "cannot read %s '%s': %s", what, path,
+			 strerror(errno));
+		close(fd);
 		return NULL;
 	}
 	buf = malloc((size_t)st.st_size + 1);
@@ -205,7 +231,7 @@ int loader_load(struct vm *vm, const struct machine_config *opts)
 	char *cmdline;
 	bool ok = true;
 
-	img = read_file(opts->kernel, "kernel", &len);
+	img = read_file(opts->kernel, "kernel", &len, UINT64_MAX);
 	if (!img)
 		return -1;
 	if (load_elf32(vm, opts->kernel, img, len, &at)) {
@@ -215,7 +241,8 @@ int loader_load(struct vm *vm, const struct machine_config *opts)
 	free(img);
 
 	for (unsigned int i = 0; i < opts->nmodules && ok; i++) {
-		img = read_file(opts->modules[i], "module", &len);
+		img = read_file(opts->modules[i], "module", &len,
+				 vm->ram_size);
 		if (!img)
 			return -1;
 		at = PAGE_ALIGN(at);
