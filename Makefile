@@ -8,12 +8,21 @@
 #               and with --sysidle, one line each (long: sections that
 #               hang run to their timeout)
 #   make bench  build and run the benchmarks
+#   make fuzz   every fuzz target with libFuzzer (clang, ASan+UBSan) for
+#               FUZZ_SECONDS each (default 600); `make test` runs each for
+#               FUZZ_CI_SECONDS (45) and replays the corpus in every build
 BUILD ?= build
 MESON_OPTS ?=
 ASAN_OPTS := -Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all -Dmodel=false
 TSAN_OPTS := -Db_sanitize=thread -Dmodel=false
+# The fuzz build: clang, everything instrumented for libFuzzer's coverage,
+# the targets linked with libFuzzer (tests/fuzz/README.md).
+FUZZ_OPTS := -Dfuzzing=true -Db_sanitize=address,undefined -Dmodel=false \
+	-Dc_args="-fno-sanitize-recover=all -fsanitize=fuzzer-no-link"
+FUZZ_SECONDS ?= 600
+FUZZ_CI_SECONDS ?= 45
 
-.PHONY: all deps build run run-library test conformance bench clean
+.PHONY: all deps build run run-library test conformance bench fuzz clean
 
 all: build
 
@@ -46,7 +55,22 @@ test: deps
 	-meson test -C $(BUILD) --print-errorlogs
 	-meson test -C $(BUILD)-asan --print-errorlogs
 	-meson test -C $(BUILD)-tsan --suite threads --suite vmm --suite libvirt --print-errorlogs
-	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	$(call fuzz_run,$(FUZZ_CI_SECONDS))
+	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz
+
+# fuzz_run SECONDS: build the fuzz targets, run each for SECONDS.
+define fuzz_run
+	@if [ ! -f $(BUILD)-fuzz/build.ninja ]; then \
+		CC=clang meson setup $(BUILD)-fuzz $(FUZZ_OPTS) $(MESON_OPTS); fi
+	meson configure $(BUILD)-fuzz -Dfuzz_seconds=$(1)
+	ninja -C $(BUILD)-fuzz fuzz-targets
+	-meson test -C $(BUILD)-fuzz --no-rebuild --suite fuzz --print-errorlogs
+	@grep -h '^\(not \)\?ok 1 - fuzz-' $(BUILD)-fuzz/meson-logs/testlog.txt || true
+endef
+
+fuzz: deps
+	$(call fuzz_run,$(FUZZ_SECONDS))
+	@python3 tools/test-summary.py $(BUILD)-fuzz
 
 conformance: build
 	-python3 tests/conformance/kut_run.py --vmm $(BUILD)/vmm \
@@ -64,4 +88,4 @@ bench: build
 	python3 bench/consolidate.py --build $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

@@ -334,7 +334,7 @@ int hooks_parse_timeout(const char *text, uint64_t *ns)
 
 	errno = 0;
 	sec = strtod(text, &end);
-	if (errno || *end || end == text || !(sec > 0) ||
+	if (errno || *end || end == text || !(sec >= 0.001) ||
 	    sec > HOOKS_TIMEOUT_MAX_S)
 		return -1;
 	*ns = (uint64_t)(sec * 1e9);

@@ -27,11 +27,12 @@
 /* --hooks: the default directory, of the VMM and the libvirt bridge. */
 #define DEFAULT_HOOKS_DIR "/etc/sysidle/hooks"
 
-/* --hook-timeout: seconds, more than 0 and at most HOOKS_TIMEOUT_MAX_S;
+/* --hook-timeout: seconds, at least 1 ms and at most HOOKS_TIMEOUT_MAX_S
+ * (a smaller value would round to no time at all);
  * sets @ns and returns 0, or returns -1 (the message is the caller's:
  * HOOKS_TIMEOUT_USAGE). */
 #define HOOKS_TIMEOUT_MAX_S 86400
-#define HOOKS_TIMEOUT_USAGE "expected seconds, more than 0 and at most 86400"
+#define HOOKS_TIMEOUT_USAGE "expected seconds, at least 0.001 and at most 86400"
 int hooks_parse_timeout(const char *text, uint64_t *ns);
 
 /*

@@ -118,6 +118,11 @@ START_TEST(test_parse_timeout)
 	ck_assert_int_eq(hooks_parse_timeout("86400", &ns), 0);
 	ck_assert_int_eq(hooks_parse_timeout("86401", &ns), -1);
 	ck_assert_int_eq(hooks_parse_timeout("0", &ns), -1);
+	/* rounds to 0 ns: found by fuzz-sysidle-doc */
+	ck_assert_int_eq(hooks_parse_timeout("8e-82", &ns), -1);
+	ck_assert_int_eq(hooks_parse_timeout("0.0009", &ns), -1);
+	ck_assert_int_eq(hooks_parse_timeout("0.001", &ns), 0);
+	ck_assert_uint_eq(ns, 1000000);
 	ck_assert_int_eq(hooks_parse_timeout("-1", &ns), -1);
 	ck_assert_int_eq(hooks_parse_timeout("", &ns), -1);
 	ck_assert_int_eq(hooks_parse_timeout("1s", &ns), -1);

@@ -6,7 +6,8 @@ set -eu
 PACKAGES="gcc libc6-dev make pkg-config meson ninja-build python3 check
 libsubunit-dev spin libasan8 libubsan1 libtsan2 binutils qemu-system-x86
 libjson-c-dev python3-prometheus-client libvirt-dev python3-libvirt
-libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu"
+libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu clang
+libclang-rt-14-dev"
 
 missing=""
 for p in $PACKAGES; do
