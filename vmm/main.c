@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "base/housekeeping.h"
+#include "base/signals.h"
 #include "base/time.h"
 #include "export/export.h"
 #include "idle/idle.h"
@@ -145,14 +146,17 @@ static const char usage_text[] =
 "  0          also: the guest powered off through ACPI (S5)\n"
 "  120        bad option or missing kernel\n"
 "  121        kernel or module unreadable or not a regular file (a FIFO,\n"
-"             device or directory is refused), not an ELF32 image, no\n"
-"             multiboot header in the first 8 KiB, or RAM too small for\n"
-"             the image or module\n"
+"             device or directory is refused), not a little-endian ELF32\n"
+"             i386 executable, no multiboot header in the first 8 KiB,\n"
+"             a multiboot header requiring what the loader does not\n"
+"             provide (flags 2-15, or the a.out kludge), or RAM too small\n"
+"             for the image or module\n"
 "  122        KVM unavailable or failing, or more vCPUs than KVM allows\n"
 "  123        the guest triple-faulted (KVM_EXIT_SHUTDOWN)\n"
 "  124        emulation failure, failed VM entry or unknown exit reason\n"
 "  125        the --stats-json file could not be written\n"
-"  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129)\n";
+"  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129),\n"
+"             also while loading\n";
 
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -480,10 +484,7 @@ int main(int argc, char **argv)
 	}
 
 	/* Stop signals go to the signalfd; every thread inherits the mask. */
-	sigemptyset(&stop_sigs);
-	sigaddset(&stop_sigs, SIGINT);
-	sigaddset(&stop_sigs, SIGTERM);
-	sigaddset(&stop_sigs, SIGHUP);
+	vm_stop_signals(&stop_sigs);
 	sigaddset(&stop_sigs, SIGUSR2); /* not a stop: ends full idle */
 	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Multiboot v1 loader: ELF32 PT_LOAD segments, modules, multiboot info. */
-#include <elf.h>
+/*
+ * Multiboot v1 loader: the kernel (multiboot_elf.c), its modules and the
+ * multiboot info. Files are read piece by piece with pread, headers first,
+ * and a stop signal ends the load between two pieces.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -10,7 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/signals.h"
 #include "machine/acpi.h"
+#include "machine/image.h"
 #include "machine/vm.h"
 
 #define PAGE_ALIGN(x) (((x) + 0xfffull) & ~0xfffull)
@@ -30,63 +35,87 @@ struct mb_mmap {
 	uint32_t type;
 } __attribute__((packed));
 
-/*
- * Reads all of @path into a malloc'd buffer; on failure prints why.
- * The caller guarantees @path and @what are valid strings and that @max
- * bounds what may be read (the guest RAM): only a regular file of at
- * most @max bytes is read.  The open uses O_NONBLOCK so that a FIFO can
- * never block it; O_NONBLOCK is cleared once the file is known regular.
- */
-static uint8_t *read_file(const char *path, const char *what, size_t *len,
-			  uint64_t max)
+/* pread of a file image (ctx: the descriptor). */
+static int file_read(const struct image *im, void *buf, size_t len,
+		     uint64_t off)
 {
-	struct stat st;
-	uint8_t *buf;
-	ssize_t r;
+	int fd = (int)(intptr_t)im->ctx;
 	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	ssize_t r;
 
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		vmm_fail(VMM_EXIT_IMAGE, "cannot read %s '%s': %s", what, path,
-			 strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		vmm_fail(VMM_EXIT_IMAGE, "%s '%s' is not a regular file "
-			 "(a FIFO, device or directory is refused)", what, path);
-		return NULL;
-	}
-	if ((uint64_t)st.st_size > max) {
-		close(fd);
-		vmm_fail(VMM_EXIT_IMAGE, "%s '%s' is %lld bytes, more than "
-			 "the guest RAM (%" PRIu64 " bytes)", what, path,
-			 (long long)st.st_size, max);
-		return NULL;
-	}
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-		vmm_fail(VMM_EXIT_IMAGE, "cannot read %s '%s': %s", what, path,
-			 strerror(errno));
-		close(fd);
-		return NULL;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	while (buf && got < (size_t)st.st_size &&
-	       (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
+	while (got < len) {
+		r = pread(fd, (uint8_t *)buf + got, len - got,
+			  (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0)
+				errno = EIO; /* shorter than fstat said */
+			return -1;
+		}
 		got += (size_t)r;
-	close(fd);
-	if (!buf || got != (size_t)st.st_size) {
-		free(buf);
-		vmm_fail(VMM_EXIT_IMAGE, "cannot read %s '%s'", what, path);
-		return NULL;
 	}
-	*len = got;
-	return buf;
+	return 0;
 }
 
-static int too_small(struct vm *vm, const char *path, uint64_t need)
+/* Between two pieces of an image: a stop signal ends the load. */
+static bool load_stopped(const struct image *im)
+{
+	int sig = vm_stop_signal_take();
+
+	if (!sig)
+		return false;
+	vmm_fail(VMM_EXIT_SIGNAL_BASE + sig, "stopped by SIG%s while loading "
+		 "the %s '%s'", sigabbrev_np(sig), im->what, im->path);
+	return true;
+}
+
+/*
+ * Opens @path as an image: only a regular file, and nothing of it read
+ * yet. The caller guarantees @path and @what stay valid while @im is
+ * used, and calls image_close(@im) after, also on failure. The open uses
+ * O_NONBLOCK so that a FIFO can never block it. 0, or -1 after vmm_fail.
+ */
+static int image_open(struct image *im, const char *path, const char *what)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	*im = (struct image){ .path = path, .what = what, .read = file_read,
+			      .stop = load_stopped, .ctx = (void *)(intptr_t)fd };
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return vmm_fail(VMM_EXIT_IMAGE, "cannot read %s '%s': %s",
+				what, path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return vmm_fail(VMM_EXIT_IMAGE, "%s '%s' is not a regular file "
+				"(a FIFO, device or directory is refused)",
+				what, path);
+	im->size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static void image_close(struct image *im)
+{
+	if ((int)(intptr_t)im->ctx >= 0)
+		close((int)(intptr_t)im->ctx);
+	im->ctx = (void *)(intptr_t)-1;
+}
+
+int image_read(const struct image *im, void *buf, size_t len, uint64_t off)
+{
+	for (size_t done = 0, n; done < len; done += n) {
+		n = len - done < IMAGE_CHUNK ? len - done : IMAGE_CHUNK;
+		if (im->stop && im->stop(im))
+			return -1;
+		if (im->read(im, (uint8_t *)buf + done, n, off + done))
+			return vmm_fail(VMM_EXIT_IMAGE, "cannot read %s '%s': "
+					"%s", im->what, im->path,
+					strerror(errno));
+	}
+	return 0;
+}
+
+int image_too_small(struct vm *vm, const char *path, uint64_t need)
 {
 	return vmm_fail(VMM_EXIT_IMAGE, "RAM too small for the image '%s': "
 			"it needs %" PRIu64 " KiB below 3 GiB, --mem gives %"
@@ -95,106 +124,72 @@ static int too_small(struct vm *vm, const char *path, uint64_t need)
 							  : vm->ram_low) >> 10);
 }
 
-static int has_multiboot_header(const uint8_t *img, size_t len)
-{
-	size_t end = len < MULTIBOOT_SEARCH_BYTES ? len : MULTIBOOT_SEARCH_BYTES;
-	uint32_t h[3];
-
-	for (size_t off = 0; off + 12 <= end; off += 4) {
-		memcpy(h, img + off, sizeof(h));
-		if (h[0] == MULTIBOOT_HEADER_MAGIC && h[0] + h[1] + h[2] == 0)
-			return 1;
-	}
-	return 0;
-}
-
 /* [addr, addr + len) meets the ACPI tables' area (the BIOS area). */
 static bool overlaps_acpi(uint64_t addr, uint64_t len)
 {
 	return addr < ACPI_AREA_END && addr + len > ACPI_AREA_BASE;
 }
 
-/* Copies the PT_LOAD segments into RAM; returns the end of the highest. */
-static int load_elf32(struct vm *vm, const char *path, const uint8_t *img,
-		      size_t len, uint64_t *top)
-{
-	Elf32_Ehdr eh;
-	Elf32_Phdr ph;
-
-	if (len < 4 || memcmp(img, ELFMAG, SELFMAG))
-		return vmm_fail(VMM_EXIT_IMAGE, "'%s' is not an ELF file", path);
-	if (len < sizeof(eh))
-		return vmm_fail(VMM_EXIT_IMAGE, "'%s': truncated ELF header",
-				path);
-	memcpy(&eh, img, sizeof(eh));
-	if (eh.e_ident[EI_CLASS] != ELFCLASS32 || eh.e_machine != EM_386)
-		return vmm_fail(VMM_EXIT_IMAGE, "'%s' is not an ELF32 i386 "
-				"image (multiboot v1 needs one)", path);
-	if (eh.e_phentsize != sizeof(ph) ||
-	    eh.e_phoff + (uint64_t)eh.e_phnum * sizeof(ph) > len)
-		return vmm_fail(VMM_EXIT_IMAGE, "'%s': truncated ELF program "
-				"headers", path);
-	for (unsigned int i = 0; i < eh.e_phnum; i++) {
-		memcpy(&ph, img + eh.e_phoff + i * sizeof(ph), sizeof(ph));
-		if (ph.p_type == PT_LOAD &&
-		    (ph.p_filesz > ph.p_memsz ||
-		     (uint64_t)ph.p_offset + ph.p_filesz > len))
-			return vmm_fail(VMM_EXIT_IMAGE, "'%s': truncated ELF "
-					"segment %u", path, i);
-	}
-	if (!has_multiboot_header(img, len))
-		return vmm_fail(VMM_EXIT_IMAGE, "'%s': no multiboot header in "
-				"the first 8 KiB", path);
-	*top = 0;
-	for (unsigned int i = 0; i < eh.e_phnum; i++) {
-		uint8_t *dst;
-
-		memcpy(&ph, img + eh.e_phoff + i * sizeof(ph), sizeof(ph));
-		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
-			continue;
-		if (overlaps_acpi(ph.p_paddr, ph.p_memsz))
-			return vmm_fail(VMM_EXIT_IMAGE, "'%s': segment %u at "
-					"%#" PRIx32 "-%#" PRIx64 " overlaps the "
-					"ACPI tables' area %#x-%#x; link the "
-					"kernel at 1 MiB or above", path, i,
-					ph.p_paddr, (uint64_t)ph.p_paddr +
-					ph.p_memsz - 1, ACPI_AREA_BASE,
-					ACPI_AREA_END - 1);
-		dst = guest_ptr(vm, ph.p_paddr, ph.p_memsz);
-		if (!dst || (uint64_t)ph.p_paddr + ph.p_memsz > vm->ram_low)
-			return too_small(vm, path,
-					 (uint64_t)ph.p_paddr + ph.p_memsz);
-		memcpy(dst, img + ph.p_offset, ph.p_filesz);
-		memset(dst + ph.p_filesz, 0, ph.p_memsz - ph.p_filesz);
-		if ((uint64_t)ph.p_paddr + ph.p_memsz > *top)
-			*top = (uint64_t)ph.p_paddr + ph.p_memsz;
-	}
-	if (*top == 0)
-		return vmm_fail(VMM_EXIT_IMAGE, "'%s': no loadable segment",
-				path);
-	vm->entry = eh.e_entry;
-	return 0;
-}
-
-/* Appends @len bytes at *@at (below ram_low, past the ACPI tables'
- * area if it would meet it), advancing it. */
-static uint32_t place(struct vm *vm, const char *path, uint64_t *at,
-		      const void *data, size_t len, bool *ok)
+/* Room for @len bytes at *@at (below ram_low, past the ACPI tables' area
+ * if it would meet it): their address, *@at advanced past them; or
+ * UINT64_MAX, *@ok false, after the message (once). */
+static uint64_t reserve(struct vm *vm, const char *path, uint64_t *at,
+			uint64_t len, bool *ok)
 {
 	uint64_t addr = *at;
 
 	if (overlaps_acpi(addr, len))
 		addr = ACPI_AREA_END;
-
 	if (!*ok || addr + len > vm->ram_low) {
 		if (*ok)
-			too_small(vm, path, addr + len);
+			image_too_small(vm, path, addr + len);
 		*ok = false;
-		return 0;
+		return UINT64_MAX;
 	}
-	memcpy(vm->ram + addr, data, len);
 	*at = addr + len;
+	return addr;
+}
+
+/* Appends @len bytes of @data at *@at (see reserve). */
+static uint32_t place(struct vm *vm, const char *path, uint64_t *at,
+		      const void *data, size_t len, bool *ok)
+{
+	uint64_t addr = reserve(vm, path, at, len, ok);
+
+	if (!*ok)
+		return 0;
+	memcpy(vm->ram + addr, data, len);
 	return (uint32_t)addr;
+}
+
+/* Module @path read straight into RAM at the next page from *@at. */
+static int load_module(struct vm *vm, const struct machine_config *opts,
+		       const char *path, uint64_t *at, struct mb_module *mod,
+		       bool *ok)
+{
+	struct image im;
+	uint64_t addr;
+	int rc = -1;
+
+	if (image_open(&im, path, "module"))
+		goto out;
+	if (im.size > vm->ram_size) {
+		vmm_fail(VMM_EXIT_IMAGE, "module '%s' is %" PRIu64 " bytes, "
+			 "more than the guest RAM (%" PRIu64 " bytes)", path,
+			 im.size, vm->ram_size);
+		goto out;
+	}
+	*at = PAGE_ALIGN(*at);
+	addr = reserve(vm, opts->kernel, at, im.size, ok);
+	if (!*ok || image_read(&im, vm->ram + addr, im.size, 0))
+		goto out;
+	mod->mod_start = (uint32_t)addr;
+	mod->mod_end = (uint32_t)(addr + im.size);
+	mod->reserved = 0;
+	rc = 0;
+out:
+	image_close(&im);
+	return rc;
 }
 
 static size_t build_mmap(struct vm *vm, struct mb_mmap *m)
@@ -218,7 +213,7 @@ static size_t build_mmap(struct vm *vm, struct mb_mmap *m)
 /*
  * Loads opts->kernel and its modules and writes the multiboot info after
  * them, then the ACPI tables. Caller: the VM's RAM exists, no vCPU runs
- * yet. Sets vm->entry and vm->mbi.
+ * yet, the stop signals are blocked. Sets vm->entry and vm->mbi.
  */
 int loader_load(struct vm *vm, const struct machine_config *opts)
 {
@@ -226,31 +221,20 @@ int loader_load(struct vm *vm, const struct machine_config *opts)
 	struct mb_module mods[opts->nmodules + 1];
 	struct mb_mmap mmap[5];
 	uint64_t at, mbi_addr;
-	size_t len, n;
-	uint8_t *img;
+	struct image im;
 	char *cmdline;
 	bool ok = true;
+	size_t n;
+	int rc;
 
-	img = read_file(opts->kernel, "kernel", &len, UINT64_MAX);
-	if (!img)
+	rc = image_open(&im, opts->kernel, "kernel") ||
+	     multiboot_elf_load(vm, &im, &at);
+	image_close(&im);
+	if (rc)
 		return -1;
-	if (load_elf32(vm, opts->kernel, img, len, &at)) {
-		free(img);
-		return -1;
-	}
-	free(img);
-
-	for (unsigned int i = 0; i < opts->nmodules && ok; i++) {
-		img = read_file(opts->modules[i], "module", &len,
-				 vm->ram_size);
-		if (!img)
+	for (unsigned int i = 0; i < opts->nmodules && ok; i++)
+		if (load_module(vm, opts, opts->modules[i], &at, &mods[i], &ok))
 			return -1;
-		at = PAGE_ALIGN(at);
-		mods[i].mod_start = place(vm, opts->kernel, &at, img, len, &ok);
-		mods[i].mod_end = mods[i].mod_start + (uint32_t)len;
-		mods[i].reserved = 0;
-		free(img);
-	}
 	for (unsigned int i = 0; i < opts->nmodules && ok; i++)
 		mods[i].string = place(vm, opts->kernel, &at, opts->modules[i],
 				       strlen(opts->modules[i]) + 1, &ok);
