@@ -7,37 +7,41 @@ line and the limit (control.MAX_LINE), soon and with bounded memory; a
 peer that never answers ends a request at its timeout.
 
 The client runs in a child python3 (so that its memory is its own): it
-prints one line, the outcome, then its peak RSS in KiB.
+prints one line, the outcome, then its peak RSS in KiB (VmHWM: of its own
+memory since it started).
 
 usage: test_consolidate_control.py TOOLS_DIR
 (the package is imported through PYTHONPATH: TOOLS_DIR and tests/, for
 tap.py.) TAP on stdout; exit 0 when every check passes."""
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
+from fake_vmm import FakeVmm
 from tap import check, finish
 
 from sysidle_consolidate import control
 
 LIMIT = 1 << 20     # control.MAX_LINE, the same as sysidlectl's CTL_MAX_LINE
+CHILD_HWM = '''
+print([l.split()[1] for l in open("/proc/self/status")
+       if l.startswith("VmHWM:")][0])
+'''
+
 CHILD_REQUEST = r'''
-import resource, sys
+import sys
 from sysidle_consolidate import control
 try:
     r = control.request(sys.argv[1], {"cmd": "status"}, timeout=4.0)
     print("reply %r" % (r,))
 except Exception as e:
     print("%s: %s" % (type(e).__name__, e))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-'''
+''' + CHILD_HWM
 
 CHILD_WATCH = r'''
-import resource, select, sys, time
+import select, sys, time
 from sysidle_consolidate import control
 w = control.open_watch(sys.argv[1])
 end = time.monotonic() + 8
@@ -49,51 +53,7 @@ try:
     print("no error after 8 s (%d lines)" % n)
 except control.Closed as e:
     print("Closed: %s (%d lines before)" % (e, n))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-'''
-
-
-class FakeVmm:
-    """A unix socket server at @path; each connection gets @first (bytes)
-    after its first request line, then, when @endless, 64 KiB chunks with
-    no newline until the client goes; else nothing (it stalls)."""
-
-    def __init__(self, path, first=b"", endless=True):
-        self.path, self.first, self.endless = path, first, endless
-        self.sent = 0
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.srv.bind(path)
-        self.srv.listen(4)
-        self.conns = []
-        self.t = threading.Thread(target=self.serve, daemon=True)
-        self.t.start()
-
-    def serve(self):
-        try:
-            c, _ = self.srv.accept()
-        except OSError:
-            return
-        self.conns.append(c)
-        try:
-            req = b""
-            while b"\n" not in req:
-                d = c.recv(4096)
-                if not d:
-                    return
-                req += d
-            c.sendall(self.first)
-            chunk = b"x" * 65536
-            while self.endless:
-                c.sendall(chunk)
-                self.sent += len(chunk)
-        except OSError:
-            pass        # the client went away
-
-    def close(self):
-        self.srv.close()
-        for c in self.conns:
-            c.close()
-        self.t.join(5)
+''' + CHILD_HWM
 
 
 def run_child(code, path, timeout):
@@ -114,10 +74,9 @@ def run_child(code, path, timeout):
 
 def baseline_rss():
     """The peak RSS of a child that imports the package and does nothing."""
-    p = subprocess.run([sys.executable, "-c", "import resource\n"
-                        "from sysidle_consolidate import control\n"
-                        "print(resource.getrusage(resource.RUSAGE_SELF)"
-                        ".ru_maxrss)"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-c", "from sysidle_consolidate "
+                        "import control\n" + CHILD_HWM], capture_output=True,
+                       text=True)
     return int(p.stdout)
 
 
