@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctl_client.h"
 #include "hookrun.h"
@@ -107,6 +108,37 @@ START_TEST(test_doc_parse_bad)
 }
 END_TEST
 
+/* A text over SYSIDLE_DOC_MAX is refused even when it starts with a good
+ * element; one of SYSIDLE_DOC_MAX bytes of '<' (a tag name after each) is
+ * read in linear time: refused well within the test's timeout. */
+START_TEST(test_doc_parse_bounds)
+{
+	static const char el[] = "<state name='FULL' num='3' "
+				 "since_unix_ms='1'/>";
+	size_t n = SYSIDLE_DOC_MAX + 1;
+	char *big = malloc(n + 1);
+	struct sysidle_doc d;
+	struct timespec t0, t1;
+	double s;
+
+	ck_assert_ptr_nonnull(big);
+	memset(big, ' ', n);
+	big[n] = '\0';
+	memcpy(big, el, sizeof(el) - 1);
+	ck_assert_int_eq(sysidle_doc_parse(big, &d), -1);
+	big[n - 1] = '\0'; /* exactly SYSIDLE_DOC_MAX bytes: read */
+	ck_assert_int_eq(sysidle_doc_parse(big, &d), 0);
+	ck_assert_int_eq(d.state, SYSIDLE_FULL);
+	memset(big, '<', n - 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(sysidle_doc_parse(big, &d), -1);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	ck_assert_msg(s < 1.0, "1 MiB of '<' took %.2f s", s);
+	free(big);
+}
+END_TEST
+
 START_TEST(test_parse_timeout)
 {
 	uint64_t ns = 0;
@@ -178,6 +210,7 @@ int main(void)
 	tcase_add_test(tc, test_doc_domain_xml);
 	tcase_add_test(tc, test_doc_parse_minimal);
 	tcase_add_test(tc, test_doc_parse_bad);
+	tcase_add_test(tc, test_doc_parse_bounds);
 	tcase_add_test(tc, test_parse_timeout);
 	tcase_add_test(tc, test_resolve_dir);
 	tcase_add_test(tc, test_socket_path);
