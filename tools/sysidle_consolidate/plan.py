@@ -108,6 +108,7 @@ Inventory JSON (--plan-input; the libvirt inventory builds the same, and
 "inactive_domains" and "taken_unix_ms" may be left out; "state" null (or
 absent) means no idle metadata.
 """
+import io
 import json
 import sys
 from fractions import Fraction
@@ -162,7 +163,7 @@ def read_plan_input(path):
             f.close()
     if len(data) > PLAN_INPUT_MAX:
         raise ValueError("longer than %d bytes" % PLAN_INPUT_MAX)
-    return json.loads(data)
+    return json.load(io.BytesIO(data))
 
 
 def add_arguments(parser):
