@@ -8,8 +8,9 @@ import threading
 
 class FakeVmm:
     """A unix socket server at @path for one connection: it gets @first
-    (bytes) after its first request line, then, when @endless, 64 KiB chunks with
-    no newline until the client goes; else nothing (it stalls)."""
+    (bytes) after its first request line, then, when @endless, 64 KiB
+    chunks with no newline until the client goes; else nothing (it
+    stalls)."""
 
     def __init__(self, path, first=b"", endless=True):
         self.path, self.first, self.endless = path, first, endless
