@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* Unit tests of common/: the urn:sysidle:1 writer and reader, the hook
- * runner's timeout parser and directory check, the control socket paths. */
+ * runner's timeout parser and directory check, the control socket paths and
+ * its line reader's bound. */
 #include <check.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ctl_client.h"
 #include "hookrun.h"
@@ -199,6 +206,72 @@ START_TEST(test_socket_path)
 }
 END_TEST
 
+/* A child that writes @n bytes of @c then a newline on @fd, then exits
+ * (after a first line "{}"); the caller guarantees @fd is a stream. */
+static pid_t send_line(int fd, char c, size_t n)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char *b = malloc(n + 4);
+
+		memcpy(b, "{}\n", 3);
+		memset(b + 3, c, n);
+		b[n + 3] = '\n';
+		for (size_t off = 0; b && off < n + 4;) {
+			ssize_t w = write(fd, b + off, n + 4 - off);
+
+			if (w <= 0)
+				_exit(1);
+			off += (size_t)w;
+		}
+		_exit(0);
+	}
+	return pid;
+}
+
+/* ctl_line() over a socketpair: @n bytes in the second line; returns its
+ * result, the error in @err. */
+static int second_line(size_t n, char *err, size_t esize)
+{
+	struct ctl_conn c = { .fd = -1, .path = "peer.sock" };
+	int sv[2], n1, n2;
+	char *line;
+	pid_t pid;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0); /* ours */
+	pid = send_line(sv[1], 'x', n);
+	ck_assert_int_ge(pid, 0);
+	close(sv[1]);
+	c.fd = sv[0];
+	n1 = ctl_line(&c, &line, ctl_now_ms() + 10000);
+	ck_assert_int_eq(n1, CTL_OK);
+	ck_assert_str_eq(line, "{}");
+	n2 = ctl_line(&c, &line, ctl_now_ms() + 10000);
+	if (n2 == CTL_OK)
+		ck_assert_uint_eq(strlen(line), n);
+	snprintf(err, esize, "%s", c.err);
+	ctl_close(&c);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return n2;
+}
+
+/* A line of CTL_MAX_LINE bytes is read; one byte more is refused, naming
+ * the line (the second) and the peer, however the bytes arrive. */
+START_TEST(test_ctl_line_bound)
+{
+	char err[512];
+
+	ck_assert_int_eq(second_line(CTL_MAX_LINE, err, sizeof(err)), CTL_OK);
+	ck_assert_int_eq(second_line(CTL_MAX_LINE + 1, err, sizeof(err)),
+			 CTL_ERR);
+	ck_assert_str_eq(err, "malformed reply: line 2 from peer.sock: longer "
+			 "than 1048576 bytes");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -214,6 +287,7 @@ int main(void)
 	tcase_add_test(tc, test_parse_timeout);
 	tcase_add_test(tc, test_resolve_dir);
 	tcase_add_test(tc, test_socket_path);
+	tcase_add_test(tc, test_ctl_line_bound);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
