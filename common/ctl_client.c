@@ -75,6 +75,7 @@ int ctl_open(struct ctl_conn *c, int64_t deadline)
 
 	c->buf = NULL;
 	c->len = c->cap = c->skip = 0;
+	c->lines = 0;
 	c->err[0] = '\0';
 	memcpy(sa.sun_path, c->path, sizeof(sa.sun_path));
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -192,15 +193,17 @@ int ctl_line(struct ctl_conn *c, char **line, int64_t deadline)
 			c->skip = 0;
 		}
 		nl = c->len ? memchr(c->buf, '\n', c->len) : NULL;
-		if (nl) {
+		if (nl && (size_t)(nl - c->buf) <= CTL_MAX_LINE) {
 			*nl = '\0';
 			*line = c->buf;
 			c->skip = (size_t)(nl - c->buf) + 1;
+			c->lines++;
 			return CTL_OK;
 		}
-		if (c->len >= CTL_MAX_LINE) {
-			snprintf(c->err, sizeof(c->err), "malformed reply: a "
-				 "line longer than %u bytes", CTL_MAX_LINE);
+		if (nl || c->len > CTL_MAX_LINE) {
+			snprintf(c->err, sizeof(c->err), "malformed reply: "
+				 "line %lu from %s: longer than %u bytes",
+				 c->lines + 1, c->path, CTL_MAX_LINE);
 			return CTL_ERR;
 		}
 		if (c->cap - c->len < 4096) {

@@ -6,8 +6,12 @@
  * for "watch" one event object per line after the reply.
  *
  * The socket is non-blocking and every wait is a ppoll() bounded by a
- * deadline (monotonic ms from ctl_now_ms(); -1: none). A reply line is at
- * most CTL_MAX_LINE bytes. Errors are one line of text in conn->err.
+ * deadline (monotonic ms from ctl_now_ms(); -1: none). A line received is
+ * at most CTL_MAX_LINE bytes without its newline; past that the read ends
+ * with "malformed reply: line N from PATH: longer than CTL_MAX_LINE
+ * bytes", so the buffer never holds more than CTL_MAX_LINE plus one read
+ * (2 * CTL_MAX_LINE + 1 bytes allocated at most). Errors are one line of
+ * text in conn->err.
  * Single-threaded per connection.
  */
 #ifndef SYSIDLE_COMMON_CTL_CLIENT_H
@@ -21,7 +25,7 @@
 #include <json-c/json.h>
 
 #define CTL_DEFAULT_DIR "/run/sysidle" /* the VMM's default socket dir */
-#define CTL_MAX_LINE (1u << 20)        /* longest reply line accepted */
+#define CTL_MAX_LINE (1u << 20)        /* longest line accepted (1 MiB) */
 
 /* ctl_line() results besides CTL_OK (a line) */
 enum { CTL_OK = 1, CTL_EOF = 0, CTL_ERR = -1, CTL_TIMEOUT = -2,
@@ -39,6 +43,7 @@ struct ctl_conn {
 	const sigset_t *sigmask;
 	char *buf;                  /* received bytes not consumed yet */
 	size_t len, cap, skip;      /* skip: the last line returned */
+	unsigned long lines;        /* lines returned (for the messages) */
 	char err[512];              /* why the last call failed */
 };
 

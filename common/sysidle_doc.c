@@ -83,11 +83,12 @@ char *sysidle_doc_domain_xml(const struct hook_domain *dom,
 
 /* ---- the reader ---- */
 
-/* The start of the first tag whose local name is "state", or NULL. */
+/* The start of the first tag whose local name is "state", or NULL. @xml
+ * is NUL-terminated. Linear: a tag name ends at the next '<' too. */
 static const char *find_state(const char *xml)
 {
 	for (const char *p = strchr(xml, '<'); p; p = strchr(p + 1, '<')) {
-		const char *n = p + 1, *end = n + strcspn(n, " \t\r\n/>");
+		const char *n = p + 1, *end = n + strcspn(n, " \t\r\n/><");
 		const char *colon = memchr(n, ':', (size_t)(end - n));
 
 		if (colon)
@@ -151,11 +152,14 @@ static bool parse_u64(const char *s, uint64_t *v)
 
 int sysidle_doc_parse(const char *xml, struct sysidle_doc *doc)
 {
-	const char *p = xml ? find_state(xml) : NULL;
+	const char *p;
 	char buf[64];
 	uint64_t v;
 	int st = -1, s;
 
+	if (!xml || strnlen(xml, SYSIDLE_DOC_MAX + 1) > SYSIDLE_DOC_MAX)
+		return -1;
+	p = find_state(xml);
 	if (!p)
 		return -1;
 	*doc = (struct sysidle_doc){ 0 };

@@ -20,6 +20,9 @@
 
 #define SYSIDLE_DOC_NS "urn:sysidle:1"
 #define SYSIDLE_DOC_PREFIX "sysidle" /* also libvirt's metadata key */
+/* The longest text sysidle_doc_parse reads (the element, or a domain XML
+ * holding it): 1 MiB. */
+#define SYSIDLE_DOC_MAX (1u << 20)
 
 /* The domain an event or a document is about. */
 struct hook_domain {
@@ -54,8 +57,11 @@ char *sysidle_doc_domain_xml(const struct hook_domain *dom,
  * the element alone, libvirt's metadata, or a domain XML holding it. It
  * needs since_unix_ms= and at least one of name=, state=, num= (all those
  * present must agree); since=, full_idle_periods= and vcpus= are optional
- * (0 when missing), unknown attributes are ignored. Returns 0 and fills
- * @doc, or -1 (no such element, or a bad or missing value). */
+ * (0 when missing), unknown attributes are ignored. @xml must be NULL or
+ * NUL-terminated; at most SYSIDLE_DOC_MAX bytes of it are looked at for
+ * its length, and the time taken is linear in it. Returns 0 and fills
+ * @doc, or -1 (no such element, a bad or missing value, or a text longer
+ * than SYSIDLE_DOC_MAX). */
 int sysidle_doc_parse(const char *xml, struct sysidle_doc *doc);
 
 #endif

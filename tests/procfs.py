@@ -54,3 +54,28 @@ def allowed_cpus(pid, tid):
     except OSError:
         pass
     return None
+
+
+def status_field(pid, key):
+    """The value of @key ("SigBlk", "VmRSS", ...) in /proc/PID/status, as
+    text without its "kB"; None if it cannot be read."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return line.split(":", 1)[1].split()[0]
+    except OSError:
+        pass
+    return None
+
+
+def blocks_signal(pid, sig):
+    """@pid (its main thread) has signal @sig blocked."""
+    mask = status_field(pid, "SigBlk")
+    return mask is not None and bool(int(mask, 16) & (1 << (sig - 1)))
+
+
+def rss_kib(pid):
+    """@pid's resident memory in KiB, or None."""
+    v = status_field(pid, "VmRSS")
+    return int(v) if v is not None else None

@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* Unit tests of common/: the urn:sysidle:1 writer and reader, the hook
- * runner's timeout parser and directory check, the control socket paths. */
+ * runner's timeout parser and directory check, the control socket paths and
+ * its line reader's bound. */
 #include <check.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ctl_client.h"
 #include "hookrun.h"
@@ -107,6 +115,37 @@ START_TEST(test_doc_parse_bad)
 }
 END_TEST
 
+/* A text over SYSIDLE_DOC_MAX is refused even when it starts with a good
+ * element; one of SYSIDLE_DOC_MAX bytes of '<' (a tag name after each) is
+ * read in linear time: refused well within the test's timeout. */
+START_TEST(test_doc_parse_bounds)
+{
+	static const char el[] = "<state name='FULL' num='3' "
+				 "since_unix_ms='1'/>";
+	size_t n = SYSIDLE_DOC_MAX + 1;
+	char *big = malloc(n + 1);
+	struct sysidle_doc d;
+	struct timespec t0, t1;
+	double s;
+
+	ck_assert_ptr_nonnull(big);
+	memset(big, ' ', n);
+	big[n] = '\0';
+	memcpy(big, el, sizeof(el) - 1);
+	ck_assert_int_eq(sysidle_doc_parse(big, &d), -1);
+	big[n - 1] = '\0'; /* exactly SYSIDLE_DOC_MAX bytes: read */
+	ck_assert_int_eq(sysidle_doc_parse(big, &d), 0);
+	ck_assert_int_eq(d.state, SYSIDLE_FULL);
+	memset(big, '<', n - 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(sysidle_doc_parse(big, &d), -1);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	ck_assert_msg(s < 1.0, "1 MiB of '<' took %.2f s", s);
+	free(big);
+}
+END_TEST
+
 START_TEST(test_parse_timeout)
 {
 	uint64_t ns = 0;
@@ -172,6 +211,72 @@ START_TEST(test_socket_path)
 }
 END_TEST
 
+/* A child that writes @n bytes of @c then a newline on @fd, then exits
+ * (after a first line "{}"); the caller guarantees @fd is a stream. */
+static pid_t send_line(int fd, char c, size_t n)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char *b = malloc(n + 4);
+
+		memcpy(b, "{}\n", 3);
+		memset(b + 3, c, n);
+		b[n + 3] = '\n';
+		for (size_t off = 0; b && off < n + 4;) {
+			ssize_t w = write(fd, b + off, n + 4 - off);
+
+			if (w <= 0)
+				_exit(1);
+			off += (size_t)w;
+		}
+		_exit(0);
+	}
+	return pid;
+}
+
+/* ctl_line() over a socketpair: @n bytes in the second line; returns its
+ * result, the error in @err. */
+static int second_line(size_t n, char *err, size_t esize)
+{
+	struct ctl_conn c = { .fd = -1, .path = "peer.sock" };
+	int sv[2], n1, n2;
+	char *line;
+	pid_t pid;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0); /* ours */
+	pid = send_line(sv[1], 'x', n);
+	ck_assert_int_ge(pid, 0);
+	close(sv[1]);
+	c.fd = sv[0];
+	n1 = ctl_line(&c, &line, ctl_now_ms() + 10000);
+	ck_assert_int_eq(n1, CTL_OK);
+	ck_assert_str_eq(line, "{}");
+	n2 = ctl_line(&c, &line, ctl_now_ms() + 10000);
+	if (n2 == CTL_OK)
+		ck_assert_uint_eq(strlen(line), n);
+	snprintf(err, esize, "%s", c.err);
+	ctl_close(&c);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return n2;
+}
+
+/* A line of CTL_MAX_LINE bytes is read; one byte more is refused, naming
+ * the line (the second) and the peer, however the bytes arrive. */
+START_TEST(test_ctl_line_bound)
+{
+	char err[512];
+
+	ck_assert_int_eq(second_line(CTL_MAX_LINE, err, sizeof(err)), CTL_OK);
+	ck_assert_int_eq(second_line(CTL_MAX_LINE + 1, err, sizeof(err)),
+			 CTL_ERR);
+	ck_assert_str_eq(err, "malformed reply: line 2 from peer.sock: longer "
+			 "than 1048576 bytes");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -183,9 +288,11 @@ int main(void)
 	tcase_add_test(tc, test_doc_domain_xml);
 	tcase_add_test(tc, test_doc_parse_minimal);
 	tcase_add_test(tc, test_doc_parse_bad);
+	tcase_add_test(tc, test_doc_parse_bounds);
 	tcase_add_test(tc, test_parse_timeout);
 	tcase_add_test(tc, test_resolve_dir);
 	tcase_add_test(tc, test_socket_path);
+	tcase_add_test(tc, test_ctl_line_bound);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

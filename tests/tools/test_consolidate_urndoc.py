@@ -91,6 +91,17 @@ def test_refused():
         check(d is None and isinstance(e, ValueError),
               "refused (BadState, a ValueError): %s" % what,
               "%r -> %r" % (text, d))
+    # the bound: a good element padded to 64 KiB is read, one character
+    # more is refused (naming the limit) before it is parsed
+    pad = MIN[:-2] + " " * (65536 - len(MIN)) + "/>"
+    d, e = parsed(pad)
+    check(d is not None and d.name == "FULL_NOTED",
+          "an element of exactly 65536 characters is read", repr(e))
+    d, e = parsed(pad[:-2] + " />")
+    check(d is None and isinstance(e, ValueError) and
+          "65537 characters, more than 65536" in str(e),
+          "an element of 65537 characters: refused naming the limit",
+          "%r" % (e if e else d,))
 
 
 def test_one_reader(tools):

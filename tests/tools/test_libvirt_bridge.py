@@ -16,13 +16,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
 from tap import check, finish  # noqa: E402
-from procfs import alive  # noqa: E402
+from procfs import alive, blocks_signal, tasks  # noqa: E402
 
 BRIDGE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
 NS = "urn:sysidle:1"
@@ -670,6 +671,64 @@ def test_errors(tmp):
           "exit %s\n%s" % (rc, err))
 
 
+def sigterm_within(b, what, timeout=2.0):
+    """SIGTERM @b (blocking it already: it waits on its signalfd); check
+    that it exits 0 within @timeout s saying it stops."""
+    t0 = time.monotonic()
+    b.p.send_signal(signal.SIGTERM)
+    rc = b.wait(timeout)
+    dt = time.monotonic() - t0
+    out = b.text()
+    check(rc == 0 and "signal 15: stopping" in out,
+          "%s: SIGTERM ends it, exit 0 in %.2f s (at most %g)" %
+          (what, dt, timeout), "exit %s\n%s%s" % (rc, out, b.text("err")))
+
+
+def test_stop_reading(tmp):
+    """--stats-file: a FIFO without a writer does not block the start for
+    ever, and an endless input (a FIFO's writer that never stops: as long
+    as a file of any size) is read stoppably: SIGTERM ends either in
+    about a second."""
+    node = os.path.join(tmp, "node.xml")
+    fifo = os.path.join(tmp, "stats.fifo")
+    os.mkfifo(fifo)
+    b = Bridge(tmp, "fifo-wait", ["--libvirt", "test://" + node,
+                                  "--stats-file", fifo])
+    ready = poll_until(lambda: blocks_signal(b.p.pid, signal.SIGTERM) and
+                       [t for t in tasks(b.p.pid) if t[2] == "S"], 10)
+    check(ready, "a FIFO without a writer: the bridge waits (asleep)",
+          b.text("err"))
+    sigterm_within(b, "a FIFO without a writer")
+
+    b = Bridge(tmp, "fifo-endless", ["--libvirt", "test://" + node,
+                                     "--stats-file", fifo])
+    sent = [0]
+    done = threading.Event()
+
+    def writer():
+        # comment lines of 60000 bytes, about 100 MB/s, until the reader
+        # is gone (EPIPE) or the test ends
+        line = b"#" + b"x" * 59998 + b"\n"
+        try:
+            with open(fifo, "wb", buffering=0) as f:
+                while not done.is_set():
+                    for _ in range(16):
+                        f.write(line)
+                        sent[0] += len(line)
+                    time.sleep(0.01)
+        except OSError:
+            pass
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
+    ready = poll_until(lambda: blocks_signal(b.p.pid, signal.SIGTERM) and
+                       sent[0] > 8 << 20, 10)
+    check(ready, "an endless --stats-file: the bridge reads it (%d bytes "
+          "so far)" % sent[0], b.text("err"))
+    sigterm_within(b, "reading an endless --stats-file")
+    done.set()
+    w.join(5)
+
+
 def main():
     if not BRIDGE or not os.access(BRIDGE, os.X_OK):
         print("1..0 # SKIP sysidle-libvirt is not built")
@@ -686,6 +745,7 @@ def main():
                   (node, err.strip()))
             return 77
         test_errors(tmp)
+        test_stop_reading(tmp)
         test_once(tmp)
         test_main(tmp)
         test_coalesce(tmp)

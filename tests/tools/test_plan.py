@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -451,6 +452,24 @@ def test_errors():
        "bad JSON: exit 6", "rc %d %r" % (rc, lines))
     rc, lines = cli(["--plan-input", os.path.join(TMP, "missing.json")])
     ok(rc == P.EXIT_INVENTORY, "missing file: exit 6")
+    # an endless input (/dev/zero) is refused at the bound, not read whole:
+    # in a child with 1 GiB of address space, so that a reader without a
+    # bound fails there instead of taking the machine's memory
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "sysidle_consolidate.plan",
+             "--plan-input", "/dev/zero"], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=60,
+            env=dict(os.environ, PYTHONPATH=TOOLS),
+            preexec_fn=lambda: resource.setrlimit(
+                resource.RLIMIT_AS, (1 << 30, 1 << 30)))
+        rc, out = r.returncode, r.stdout
+    except subprocess.TimeoutExpired:
+        rc, out = None, "no exit within 60 s"
+    ok(rc == P.EXIT_INVENTORY and "error: --plan-input /dev/zero: longer "
+       "than 16777216 bytes" in out,
+       "--plan-input /dev/zero: refused at 16 MiB, exit 6",
+       "rc %s %r" % (rc, out[-300:]))
     for inv, what in (
             ({"hosts": [host("a", 8, GiB, []), host("a", 8, GiB, [])]},
              "host a: given twice"),

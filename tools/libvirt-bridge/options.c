@@ -42,6 +42,8 @@ static const char usage_text[] =
 "                     'T_MS DOMAIN KEY=VALUE...', one scan per T_MS, one\n"
 "                     scan per interval; the domains, the metadata and the\n"
 "                     hooks still go through --libvirt. Stops at the end.\n"
+"                     At most 65536 bytes a line, 1000000 lines; read\n"
+"                     whole at start (a FIFO: until its writer closes)\n"
 "  --verbose          also log what libvirt holds after each metadata\n"
 "                     change, and the replay's unknown domains\n"
 "  --help             show this help and exit\n"

@@ -14,11 +14,18 @@
  * (state.state overrides libvirt's state: 5, shut off, makes the domain
  * gone for that scan). VALUE: an unsigned integer (booleans 0 or 1).
  * Blank lines and lines starting with '#' are ignored.
+ *
+ * Bounds: a line has at most STATS_LINE_MAX bytes and no NUL byte, the
+ * file at most STATS_LINES_MAX lines; FILE may be a FIFO (its writer is
+ * waited for), and a stop signal ends the reading (stats_file_open).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stats_source.h"
 
@@ -110,44 +117,115 @@ static const char *parse_line(char *line, struct stats_record *r)
 	return NULL;
 }
 
+/* The input, read in chunks of STATS_CHUNK bytes from a non-blocking
+ * descriptor; before each chunk one poll() on it and on the stop
+ * descriptor, so that a stop is seen within a chunk (a FIFO without a
+ * writer, or one that stalls, waits in that poll()). */
+#define STATS_CHUNK 65536
+
+struct stats_in {
+	int fd, stop_fd;
+	size_t pos, len;
+	char buf[STATS_CHUNK];
+};
+
+enum { IN_EOF = -1, IN_STOP = -2, IN_ERR = -3 };
+
+/* The next byte of @in, or IN_EOF, IN_STOP (@in->stop_fd readable) or
+ * IN_ERR (errno set). @in->fd must be non-blocking. */
+static int in_getc(struct stats_in *in)
+{
+	while (in->pos == in->len) {
+		struct pollfd p[2] = {
+			{ .fd = in->fd, .events = POLLIN },
+			{ .fd = in->stop_fd, .events = POLLIN },
+		};
+		ssize_t n;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return IN_ERR;
+		}
+		if (p[1].revents)
+			return IN_STOP;
+		if (!p[0].revents)
+			continue;
+		n = read(in->fd, in->buf, sizeof(in->buf));
+		if (n == 0)
+			return IN_EOF;
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return IN_ERR;
+		}
+		in->pos = 0;
+		in->len = (size_t)n;
+	}
+	return (unsigned char)in->buf[in->pos++];
+}
+
 /* A line of at most STATS_LINE_MAX bytes into @buf (STATS_LINE_MAX + 1
- * bytes), without its newline: its length, -1 at the end of the input, or
- * -2 for a line too long or holding a NUL byte (the rest of it unread). */
-static long read_line(FILE *in, char *buf)
+ * bytes), without its newline: its length, IN_EOF at the end of the input,
+ * IN_STOP, IN_ERR, or -4 for a line too long or holding a NUL byte (the
+ * rest of it unread). */
+static long read_line(struct stats_in *in, char *buf)
 {
 	long n = 0;
 	int c;
 
-	while ((c = getc(in)) != EOF && c != '\n') {
+	while ((c = in_getc(in)) >= 0 && c != '\n') {
 		if (n == STATS_LINE_MAX || c == '\0')
-			return -2;
+			return -4;
 		buf[n++] = (char)c;
 	}
-	if (c == EOF && n == 0)
-		return -1;
+	if (c == IN_STOP || c == IN_ERR || (c == IN_EOF && n == 0))
+		return c;
 	buf[n] = '\0';
 	return n;
 }
 
-struct stats_file *stats_file_open(const char *path, char *err, size_t esize)
+struct stats_file *stats_file_open(const char *path, int stop_fd,
+				   bool *stopped, char *err, size_t esize)
 {
 	struct stats_file *f = calloc(1, sizeof(*f));
-	FILE *in = fopen(path, "r");
+	struct stats_in *in = malloc(sizeof(*in));
 	char *line = malloc(STATS_LINE_MAX + 1);
 	unsigned long lineno = 0;
 	const char *bad = NULL;
 	long len;
 
+	*stopped = false;
 	if (!f || !in || !line) {
+		snprintf(err, esize, "%s", strerror(errno));
+		free(in);
+		in = NULL;
+		goto fail;
+	}
+	/* Non-blocking: a FIFO's open() does not wait for a writer. */
+	*in = (struct stats_in){ .stop_fd = stop_fd };
+	in->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (in->fd < 0) {
 		snprintf(err, esize, "%s", strerror(errno));
 		goto fail;
 	}
-	while ((len = read_line(in, line)) != -1) {
+	while ((len = read_line(in, line)) != IN_EOF) {
 		struct stats_record r;
 		char *p = line + strspn(line, " \t\r");
 
 		lineno++;
-		if (len == -2) {
+		if (len == IN_STOP) {
+			*stopped = true;
+			snprintf(err, esize, "stopped reading it at line %lu",
+				 lineno);
+			goto fail;
+		}
+		if (len == IN_ERR) {
+			snprintf(err, esize, "line %lu: %s", lineno,
+				 strerror(errno));
+			goto fail;
+		}
+		if (len == -4) {
 			snprintf(err, esize, "line %lu: longer than %d bytes, "
 				 "or a NUL byte in it", lineno, STATS_LINE_MAX);
 			goto fail;
@@ -181,21 +259,19 @@ struct stats_file *stats_file_open(const char *path, char *err, size_t esize)
 		}
 		f->recs[f->n++] = r;
 	}
-	if (ferror(in)) {
-		snprintf(err, esize, "%s", strerror(errno));
-		goto fail;
-	}
 	if (!f->n) {
 		snprintf(err, esize, "no scans in it");
 		goto fail;
 	}
 	free(line);
-	fclose(in);
+	close(in->fd);
+	free(in);
 	return f;
 fail:
 	free(line);
-	if (in)
-		fclose(in);
+	if (in && in->fd >= 0)
+		close(in->fd);
+	free(in);
 	stats_file_close(f);
 	return NULL;
 }

@@ -58,9 +58,14 @@ void stats_domain_sample(const struct stats_domain *sd, uint64_t t_ns,
 int stats_source_libvirt(virConnectPtr conn, struct stats_scan *out);
 
 /* stats_file.c: recorded statistics (--stats-file). The file is read and
- * checked whole by stats_file_open (errors: a message in @err, NULL). */
+ * checked whole by stats_file_open (errors: a message in @err, NULL). The
+ * caller guarantees that @stop_fd is a descriptor (-1: none) that becomes
+ * readable when the program must stop (the stop signals' signalfd): the
+ * reading, and a FIFO's wait for a writer, then end within one read
+ * (NULL, *@stopped true). @stop_fd is polled, never read. */
 struct stats_file;
-struct stats_file *stats_file_open(const char *path, char *err, size_t esize);
+struct stats_file *stats_file_open(const char *path, int stop_fd,
+				   bool *stopped, char *err, size_t esize);
 void stats_file_close(struct stats_file *f);
 /* True when every scan of the file has been replayed. */
 bool stats_file_done(const struct stats_file *f);

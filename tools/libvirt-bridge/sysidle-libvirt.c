@@ -265,7 +265,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (opt.stats_file) {
-		sf = stats_file_open(opt.stats_file, err, sizeof(err));
+		bool stopped;
+
+		sf = stats_file_open(opt.stats_file, sigfd, &stopped, err,
+				     sizeof(err));
+		if (!sf && stopped) {
+			struct signalfd_siginfo si = { 0 };
+
+			if (read(sigfd, &si, sizeof(si)) != sizeof(si))
+				si.ssi_signo = 0;
+			say("%s: signal %u: stopping (--stats-file '%s': %s)",
+			    PROG, si.ssi_signo, opt.stats_file, err);
+			close(sigfd);
+			return 0;
+		}
 		if (!sf) {
 			fprintf(stderr, PROG ": --stats-file '%s': %s\n",
 				opt.stats_file, err);

@@ -100,7 +100,11 @@ tried every second), so no VM stays on the idle CPUs or paused after it
 woke; a thread or a domain that no longer exists needs nothing and is
 dropped. A VM whose socket closes or disappears gets its restore and resume
 attempted and is then forgotten. A watch connection that reports dropped
-events makes the tool read the VM's status again.
+events makes the tool read the VM's status again. A line from a VMM's
+socket has at most 1 MiB: a longer one ends its connection like a close
+("SOCKET: line N: longer than 1048576 bytes"); a status request waits 2 s
+at most. A domain's urn:sysidle:1 element has at most 65536 characters
+(longer: its state is unknown).
 
 --once      one pass: each VM's state now, the policies applied (for
             suspend, a VM counts as idle since its state's since_unix_ms),

@@ -8,7 +8,13 @@ request() / status() / command(): one request on a connection of its own
 (status, pause, resume). Watch: a connection that sent {"cmd":"watch"}
 and then carries event lines; open_watch() connects it (non-blocking
 afterwards) and Watch.read() returns the objects of the complete lines
-received so far."""
+received so far.
+
+Bounds: a line the VMM sends (a reply, an event) has at most MAX_LINE
+bytes; a longer one, or a peer that sends bytes without a newline past
+that, ends the request (ValueError) or the watch (Closed) with the socket
+and the line number named, and the bytes kept never exceed MAX_LINE plus
+one read. A request has a deadline (@timeout) however the peer drips."""
 import errno
 import json
 import os
@@ -17,6 +23,8 @@ import struct
 import time
 
 REQUEST_TIMEOUT_S = 2.0
+MAX_LINE = 1 << 20   # the longest line read from the socket (as sysidlectl)
+RECV_SIZE = 65536
 
 
 class Refused(Exception):
@@ -55,18 +63,25 @@ def request(path, obj, timeout=REQUEST_TIMEOUT_S):
     try:
         peer = peer_pid(s)
         s.sendall(_line(obj))
-        buf = b""
+        buf = bytearray()
         end = time.monotonic() + timeout
         while b"\n" not in buf:
+            if len(buf) > MAX_LINE:
+                raise ValueError("%s: line 1 (the reply): longer than %d "
+                                 "bytes" % (path, MAX_LINE))
             left = end - time.monotonic()
             if left <= 0:
                 raise OSError(errno.ETIMEDOUT, "no reply")
             s.settimeout(left)
-            d = s.recv(65536)
+            d = s.recv(RECV_SIZE)
             if not d:
                 raise OSError(errno.ECONNRESET, "closed before the reply")
             buf += d
-        r = json.loads(buf.split(b"\n", 1)[0])
+        line = bytes(buf.split(b"\n", 1)[0])
+        if len(line) > MAX_LINE:
+            raise ValueError("%s: line 1 (the reply): longer than %d bytes" %
+                             (path, MAX_LINE))
+        r = json.loads(line)
         if not isinstance(r, dict):
             raise ValueError("bad reply: %r" % (r,))
         if not r.get("ok"):
@@ -133,9 +148,11 @@ class Watch:
     """A watch connection: {"cmd":"watch"} sent, its lines read as they
     arrive (.sock is what to select() on)."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, path="the socket"):
         self.sock = sock
-        self.buf = b""
+        self.path = path
+        self.buf = bytearray()  # the partial line after the last newline
+        self.lines = 0      # complete lines read
 
     def fileno(self):
         return self.sock.fileno()
@@ -146,19 +163,30 @@ class Watch:
     def read(self):
         """What arrived: [(object, or None for a line that is not JSON,
         the line)] for the complete lines; [] when nothing is there yet.
-        Raises Closed when the VMM closed the connection or it failed."""
+        Raises Closed when the VMM closed the connection or it failed, or
+        a line is longer than MAX_LINE bytes."""
         try:
-            d = self.sock.recv(65536)
+            d = self.sock.recv(RECV_SIZE)
         except BlockingIOError:
             return []
         except OSError as e:
             raise Closed("connection error: %s" % e)
         if not d:
             raise Closed("the VMM closed its socket")
-        self.buf += d
         out = []
-        while b"\n" in self.buf:
-            line, self.buf = self.buf.split(b"\n", 1)
+        if b"\n" in d:
+            # the pending partial line is copied only when a line ends
+            lines = (bytes(self.buf) + d).split(b"\n")
+            self.buf = bytearray(lines.pop())
+        else:
+            lines = []
+            self.buf += d
+        for i, line in enumerate(lines + [self.buf]):
+            if len(line) > MAX_LINE:
+                raise Closed("%s: line %d: longer than %d bytes" %
+                             (self.path, self.lines + i + 1, MAX_LINE))
+        for line in lines:
+            self.lines += 1
             if not line.strip():
                 continue
             try:
@@ -178,4 +206,4 @@ def open_watch(path, timeout=REQUEST_TIMEOUT_S):
     except OSError:
         s.close()
         raise
-    return Watch(s)
+    return Watch(s, path)

@@ -17,7 +17,9 @@ status; make_plan(inventory, Budget(...)) -> Plan is the pure planner
 (planner.py; the inventory's checks in inventory.py, the libvirt side in
 plan_libvirt.py). Standalone: python3 -m sysidle_consolidate.plan OPTIONS.
 Options besides the budget: --hosts URI,... (repeatable), --plan-input
-FILE ('-': stdin), --dump-inventory FILE ('-': stdout), --apply.
+FILE ('-': stdin; at most PLAN_INPUT_MAX, 16 MiB, read: a longer file is
+refused as unreadable, exit 6), --dump-inventory FILE ('-': stdout),
+--apply.
 
 Idle state. A domain is fully idle when its urn:sysidle:1 metadata element
 (published by the bridge, <state name="FULL_NOTED" num="4"
@@ -106,6 +108,7 @@ Inventory JSON (--plan-input; the libvirt inventory builds the same, and
 "inactive_domains" and "taken_unix_ms" may be left out; "state" null (or
 absent) means no idle metadata.
 """
+import io
 import json
 import sys
 from fractions import Fraction
@@ -145,6 +148,24 @@ def _nonneg_int(text):
     return v
 
 
+PLAN_INPUT_MAX = 16 << 20   # the longest --plan-input accepted, in bytes
+
+
+def read_plan_input(path):
+    """The JSON document in @path ('-': stdin), read up to PLAN_INPUT_MAX
+    bytes; raises OSError, or ValueError for a longer file (the rest is
+    not read) or one that is not JSON."""
+    f = sys.stdin.buffer if path == "-" else open(path, "rb")
+    try:
+        data = f.read(PLAN_INPUT_MAX + 1)
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+    if len(data) > PLAN_INPUT_MAX:
+        raise ValueError("longer than %d bytes" % PLAN_INPUT_MAX)
+    return json.load(io.BytesIO(data))
+
+
 def add_arguments(parser):
     """Add the plan's options to @parser (an argparse parser)."""
     import argparse
@@ -165,7 +186,7 @@ def add_arguments(parser):
                         "separated, repeatable)")
     g.add_argument("--plan-input", metavar="FILE",
                    help="read the inventory from this JSON file ('-': "
-                        "stdin) instead of libvirt")
+                        "stdin; at most 16 MiB) instead of libvirt")
     g.add_argument("--dump-inventory", metavar="FILE",
                    help="also write the inventory read as JSON ('-': "
                         "stdout, before the plan)")
@@ -247,11 +268,7 @@ def run(args, log):
             return EXIT_INVENTORY
     else:
         try:
-            if args.plan_input == "-":
-                inv = json.load(sys.stdin)
-            else:
-                with open(args.plan_input) as f:
-                    inv = json.load(f)
+            inv = read_plan_input(args.plan_input)
         except (OSError, ValueError) as e:
             log("error: --plan-input %s: %s" % (args.plan_input, e))
             return EXIT_INVENTORY

@@ -28,7 +28,12 @@ prefix and namespace declaration, the namespace is not checked), e.g.
 The minimal element <state name="FULL_NOTED" num="4" since_unix_ms="N"/>
 is enough. Other attributes (the hook's event, idle_ms) are ignored.
 
-Unreadable (parse() raises BadState, a ValueError): not XML, an element
+Bound: the text (the element alone, as libvirt's metadata returns it) has
+at most MAX_TEXT characters (64 KiB; the C side writes about 250); a
+longer one is refused before it is parsed.
+
+Unreadable (parse() raises BadState, a ValueError): longer than MAX_TEXT,
+not XML, an element
 other than `state`, no name (nor state), a name that is not a state of
 the table, a since_unix_ms that is not an integer >= 0. A missing
 since_unix_ms is None (the state's start unknown). The optional numeric
@@ -41,6 +46,7 @@ from .states import STATES
 NS = "urn:sysidle:1"
 PREFIX = "sysidle"
 ELEMENT = "state"
+MAX_TEXT = 65536    # the longest element text parse() reads
 
 StateDoc = collections.namedtuple(
     "StateDoc", "name num since_unix_ms since full_idle_periods vcpus")
@@ -60,6 +66,8 @@ def _int(text):
 def parse(text):
     """The StateDoc of the metadata element @text (a str); BadState when
     it is not readable (see the module's doc)."""
+    if len(text) > MAX_TEXT:
+        raise BadState("%d characters, more than %d" % (len(text), MAX_TEXT))
     try:
         el = ET.fromstring(text)
     except ET.ParseError as e:
