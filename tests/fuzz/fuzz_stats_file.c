@@ -75,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char path[64], err[256] = "";
 	struct stats_file *f;
 	struct domain_idle *d;
+	bool stopped = false;
 	int fd = memfd_create("stats", MFD_CLOEXEC);
 
 	if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size)) {
@@ -82,10 +83,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	f = stats_file_open(path, err, sizeof(err));
+	f = stats_file_open(path, -1, &stopped, err, sizeof(err));
 	close(fd);
 	if (!f) {
-		assert(err[0]); /* refused, saying why */
+		assert(err[0] && !stopped); /* refused, saying why */
 		return 0;
 	}
 	assert(!stats_file_done(f)); /* at least one scan */
