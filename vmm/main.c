@@ -483,6 +483,7 @@ int main(int argc, char **argv)
 		return status;
 	}
 
+	vmm_stderr_init();
 	/* Stop signals go to the signalfd; every thread inherits the mask. */
 	vm_stop_signals(&stop_sigs);
 	sigaddset(&stop_sigs, SIGUSR2); /* not a stop: ends full idle */
@@ -522,6 +523,9 @@ int main(int argc, char **argv)
 		status = VMM_EXIT_STATS;
 	idle_fini();
 	kvm_vm_destroy(&vm);
+	if (vmm_stderr_dropped())
+		vmm_warn("%" PRIu64 " lines to stderr dropped: it was not "
+			 "being read", vmm_stderr_dropped());
 	free(opts.machine.modules);
 	return status;
 }

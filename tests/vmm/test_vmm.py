@@ -470,6 +470,42 @@ def test_storm():
                                                     "\n".join(vm.err_lines)))
 
 
+def test_stderr_blocked():
+    """stdout and stderr one pipe, full before the VMM starts and never
+    read (2>&1 into a paused pager): storm.elf's warnings from the vCPU
+    threads are dropped, never waited for; the guest runs on and SIGTERM
+    ends the VMM within a second."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(w, True)
+    p = subprocess.Popen([VMM, "--control", "none", "--append", "seed=1",
+                          guest("storm")], stdin=subprocess.DEVNULL,
+                         stdout=w, stderr=w)
+    os.close(w)
+    ran = vmmtest.poll_until(lambda: cpu_ns(p.pid) >= 200000000 or
+                             p.poll() is not None, 20)
+    alive = p.poll() is None
+    sent = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    try:
+        rc = p.wait(5)
+    except subprocess.TimeoutExpired:
+        rc = None
+        p.kill()
+        p.wait()
+    took = time.monotonic() - sent
+    os.close(r)
+    check(ran and alive and rc == 143 and took < 1.0,
+          "stdout and stderr a full pipe nobody reads: storm.elf's warnings "
+          "dropped, the guest runs (0.2 s of CPU), SIGTERM: exit 143 in "
+          "%.2f s" % took, "ran %s alive %s exit %s" % (ran, alive, rc))
+
+
 def multiboot_variant(img, flags_or=0, byte_at=None):
     """@img with its multiboot header's flags or'ed with @flags_or (the
     checksum kept right), and/or bytes set at offsets (@byte_at: {off: v})."""
@@ -591,6 +627,7 @@ def main():
         test_halt(tmp)
         test_acpi()
         test_storm()
+        test_stderr_blocked()
     vmmtest.selftest_boots([], "selftest.elf")
     return vmmtest.finish()
 

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /*
  * Exit status of the process. A guest's write of V to the debug-exit port
@@ -49,6 +50,12 @@ struct vmm_warn_limit {
 #define VMM_WARN_LIMIT(what) { 0, what }
 void vmm_warn_limited(struct vmm_warn_limit *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* The main thread, before any other thread starts: the VMM's lines on
+ * stderr (vmm_fail, vmm_warn) will never block; those stderr does not
+ * take at once are dropped and counted (vmm_stderr_dropped). */
+void vmm_stderr_init(void);
+uint64_t vmm_stderr_dropped(void); /* any thread */
 
 /* The main thread, before any other thread starts: the eventfd that
  * becomes readable once the VM stops (vm_stop_fd). -1 with errno set. */
