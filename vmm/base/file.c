@@ -116,8 +116,7 @@ int output_open(const char *path, bool *fifo, char *why, size_t n)
 	 * FIFO with no reader alike. */
 	if (stat(path, &sb) == 0 && (what = output_kind_refused(sb.st_mode))) {
 		snprintf(why, n, "%s", what);
-		errno = S_ISDIR(sb.st_mode) ? EISDIR : S_ISSOCK(sb.st_mode) ?
-			ENXIO : ENODEV;
+		errno = S_ISDIR(sb.st_mode) ? EISDIR : ENODEV;
 		return -1;
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC,
@@ -125,10 +124,13 @@ int output_open(const char *path, bool *fifo, char *why, size_t n)
 	if (fd < 0) {
 		err = errno;
 		if (err == ENXIO && stat(path, &sb) == 0 &&
-		    S_ISFIFO(sb.st_mode))
+		    S_ISFIFO(sb.st_mode)) {
 			snprintf(why, n, "is a FIFO with no reader");
-		else
+		} else {
 			snprintf(why, n, "%s", strerror(err));
+			if (err == ENXIO) /* a socket put there meanwhile */
+				err = ENODEV;
+		}
 		errno = err;
 		return -1;
 	}

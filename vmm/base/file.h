@@ -37,21 +37,22 @@ int output_dir_check(const char *path, char *why, size_t n);
 /*
  * Open @path for writing, O_NONBLOCK and O_CLOEXEC, never blocking; the fd
  * stays non-blocking (write it with output_write()). A FIFO with no reader
- * fails with ENXIO; a directory, socket or block device with EISDIR,
- * ENXIO or ENODEV as open(2) or this check says. *@fifo (may be NULL)
+ * fails with ENXIO, and only that; a directory with EISDIR, a socket or a
+ * block device with ENODEV. *@fifo (may be NULL)
  * tells a FIFO. Returns the fd, or -1 with errno set and @why (@n bytes)
  * saying what is wrong in words an operator understands.
  */
 int output_open(const char *path, bool *fifo, char *why, size_t n);
 
 /*
- * Write @len bytes of @buf to @fd, which must be non-blocking (or one that
- * poll() calls writable only when a write of up to PIPE_BUF bytes will not
- * block), waiting in poll() until @deadline_ns (CLOCK_MONOTONIC, as
- * now_ns(); 0: no waiting at all). Returns the bytes written: fewer than
- * @len when the time ran out (errno ETIMEDOUT) or a write failed (errno
- * set). A pipe's reader sees writes of up to PIPE_BUF bytes whole or not
- * at all.
+ * Write @len bytes of @buf to @fd, each write() once poll() calls @fd
+ * writable, waiting in poll() until @deadline_ns (CLOCK_MONOTONIC, as
+ * now_ns(); 0: no waiting at all). The caller guarantees that such a
+ * write() cannot block: @fd is non-blocking (output_open()), or it is a
+ * pipe or terminal that no other thread writes and @len is at most
+ * PIPE_BUF (stderr). Returns the bytes written: fewer than @len when the
+ * time ran out (errno ETIMEDOUT) or a write failed (errno set). A pipe's
+ * reader sees writes of up to PIPE_BUF bytes whole or not at all.
  */
 size_t output_write(int fd, const void *buf, size_t len,
 		    uint64_t deadline_ns);
