@@ -194,3 +194,11 @@ size_t output_write(int fd, const void *buf, size_t len,
 	}
 	return done;
 }
+
+/* Any thread: see file.h. */
+bool output_ready(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	return poll(&p, 1, 0) == 1 && p.revents == POLLOUT;
+}

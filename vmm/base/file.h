@@ -57,4 +57,9 @@ int output_open(const char *path, bool *fifo, char *why, size_t n);
 size_t output_write(int fd, const void *buf, size_t len,
 		    uint64_t deadline_ns);
 
+/* Whether @fd takes a line at once (poll() says POLLOUT and nothing
+ * else): a report to stderr must not block the stop when stderr is a
+ * pipe nobody reads. */
+bool output_ready(int fd);
+
 #endif

@@ -176,10 +176,12 @@ void idle_vcpu_pvtick(struct vcpu *v, struct pvtick_status *st)
 void idle_fini(void)
 {
 	idle_flush();
-	if (idle.log_dropped_total)
-		vmm_warn("--sysidle-log: %" PRIu64 " lines dropped (the file "
-			 "did not take them at once: a reader that does not "
-			 "keep up, or a write error)", idle.log_dropped_total);
+	/* stderr may be the log ("-"), or a pipe nobody reads */
+	if (idle.log_dropped_total && output_ready(STDERR_FILENO))
+		vmm_warn("--sysidle-log: %" PRIu64 " lines dropped (more "
+			 "than its queue holds, or the file did not take them "
+			 "at once: a reader that does not keep up, a write "
+			 "error)", idle.log_dropped_total);
 	if (idle.log_close)
 		close(idle.log_fd);
 	idle.log_fd = -1;

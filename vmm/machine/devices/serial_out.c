@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "machine/devices/devices.h"
 
 #define SERIAL_OUT_SIZE 65536u /* the ring, in bytes */
@@ -225,15 +226,6 @@ static bool serial_out_abandon(void)
 	return !atomic_load(&out.in_write);
 }
 
-/* Whether stderr takes a line at once: the report must not block the
- * stop when stderr is the same blocked pipe as stdout (2>&1). */
-static bool stderr_writable(void)
-{
-	struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
-
-	return poll(&p, 1, 0) == 1 && p.revents == POLLOUT;
-}
-
 /* The main thread, once every vCPU thread has been joined (nothing more
  * is put): write what stdout takes within SERIAL_OUT_FLUSH_NS, then end
  * the writer or leave it behind; report the dropped bytes once. */
@@ -266,7 +258,8 @@ void serial_output_stop(void)
 	else
 		pthread_detach(out.thread);
 	out.started = false;
-	if (dropped && stderr_writable())
+	/* stderr may be the same blocked pipe as stdout (2>&1) */
+	if (dropped && output_ready(STDERR_FILENO))
 		vmm_warn("serial: %" PRIu64 " bytes of guest output dropped: "
 			 "%s%s", dropped, err ? "stdout: " : "",
 			 err ? strerror(err) : "stdout was not being read");
