@@ -282,6 +282,42 @@ def test_control(tmp):
           "exit %s\n%s" % (rc, err))
 
 
+def test_sweep():
+    """The default directory's sweep of stale *.sock files removes sockets
+    only: a FIFO and a directory named so, looking old, stay as they are
+    (and the sweep neither opens the FIFO nor blocks on it)."""
+    d = "/run/sysidle"
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        fifo = os.path.join(d, "fifo-%d.sock" % os.getpid())
+        sub = os.path.join(d, "dir-%d.sock" % os.getpid())
+        os.mkfifo(fifo)
+        os.mkdir(sub)
+    except OSError as e:
+        print("# %s: %s: sweep check skipped" % (d, e))
+        return
+    try:
+        old = time.time() - 60
+        for p in (fifo, sub):
+            os.utime(p, (old, old))
+        name = "outputs-%d" % os.getpid()
+        vm = Vm(["--name", name, "--append", "stay=1", hello()])
+        up = vm.wait_line("^hello", START_TIMEOUT) is not None and \
+            poll_until(lambda: os.path.exists(
+                os.path.join(d, name + ".sock")), 10)
+        ok, detail = stop_within(vm, 143, "default control path")
+        kept = stat.S_ISFIFO(os.lstat(fifo).st_mode) and \
+            stat.S_ISDIR(os.lstat(sub).st_mode)
+        check(up and ok and kept, "the sweep of %s leaves a FIFO and a "
+              "directory named *.sock as they are" % d, detail)
+    finally:
+        for p, rm in ((fifo, os.unlink), (sub, os.rmdir)):
+            try:
+                rm(p)
+            except OSError:
+                pass
+
+
 def main():
     if not vmmtest.kvm_usable():
         return 77
@@ -300,6 +336,7 @@ def main():
                   tool("idle.elf"))
         test_metrics(tmp)
         test_control(tmp)
+    test_sweep()
     print("# %.1f s" % (time.monotonic() - t0))
     return vmmtest.finish()
 

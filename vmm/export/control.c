@@ -77,7 +77,7 @@ static int mkdir_p(const char *dir)
  */
 static int control_stale(const struct sockaddr_un *addr, mode_t *mode)
 {
-	struct stat sb;
+	struct stat sb, now;
 	int fd, r;
 
 	if (lstat(addr->sun_path, &sb) < 0)
@@ -100,6 +100,15 @@ static int control_stale(const struct sockaddr_un *addr, mode_t *mode)
 		return 0;
 	if (errno != ECONNREFUSED)
 		return -1;
+	/* Still the socket that refused: what took its place meanwhile
+	 * (a FIFO, a file) is not removed. */
+	if (lstat(addr->sun_path, &now) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(now.st_mode) || now.st_dev != sb.st_dev ||
+	    now.st_ino != sb.st_ino) {
+		errno = EAGAIN;
+		return -1;
+	}
 	if (unlink(addr->sun_path) < 0 && errno != ENOENT)
 		return -1;
 	return 0;
