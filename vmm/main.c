@@ -81,14 +81,18 @@ static const char usage_text[] =
 "  --stats-json FILE  write per-vCPU exit counts, HLT exits, interrupts\n"
 "                     injected, time halted, the housekeeping thread's\n"
 "                     host wake-ups, the pause counters and the bytes of\n"
-"                     guest serial output dropped to FILE at exit\n"
+"                     guest serial output dropped to FILE at exit; FILE is\n"
+"                     checked at start (exit 125); a FIFO needs a reader at\n"
+"                     exit, which gets 1 s to take it all\n"
 "  --sysidle          detect the fully idle guest (all vCPUs halted, the\n"
 "                     timekeeper taking only its tick) and then stop its\n"
 "                     paravirtual tick and the VMM's own periodic work;\n"
 "                     guest LAPIC timers are honoured (the timekeeper's\n"
 "                     periodic one: see --lapic-tick-policy)\n"
 "  --sysidle-log FILE one line per idle state change and tick stop/restart\n"
-"                     (\"-\": stderr); needs --sysidle\n"
+"                     (\"-\": stderr); needs --sysidle. A FIFO needs its\n"
+"                     reader at start; lines it does not take at once are\n"
+"                     dropped and counted (stderr at exit, --stats-json)\n"
 "  --timekeeper N     the timekeeper vCPU (default 0)\n"
 "  --lapic-tick-policy honour|catchup|discard\n"
 "                     what becomes of a guest's periodic LAPIC timer ticks\n"
@@ -144,7 +148,10 @@ static const char usage_text[] =
 "  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success;\n"
 "             guests should keep their codes below 120)\n"
 "  0          also: the guest powered off through ACPI (S5)\n"
-"  120        bad option or missing kernel\n"
+"  120        bad option or missing kernel; --sysidle-log or --metrics-file\n"
+"             that cannot be written (a directory, a missing directory,\n"
+"             a FIFO with no reader); --control PATH that exists and is\n"
+"             not a socket (left as it is), is in use or has no directory\n"
 "  121        kernel or module unreadable or not a regular file (a FIFO,\n"
 "             device or directory is refused), not a little-endian ELF32\n"
 "             i386 executable, no multiboot header in the first 8 KiB,\n"
@@ -154,7 +161,9 @@ static const char usage_text[] =
 "  122        KVM unavailable or failing, or more vCPUs than KVM allows\n"
 "  123        the guest triple-faulted (KVM_EXIT_SHUTDOWN)\n"
 "  124        emulation failure, failed VM entry or unknown exit reason\n"
-"  125        the --stats-json file could not be written\n"
+"  125        the --stats-json file cannot be written: at start (a\n"
+"             directory, a missing directory), or at exit (a FIFO with no\n"
+"             reader, a reader that took less than all of it in 1 s)\n"
 "  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129),\n"
 "             also while loading\n";
 
@@ -495,7 +504,8 @@ int main(int argc, char **argv)
 				strerror(errno)), vm_status();
 
 	time_init(); /* the VM's uptime counts from here */
-	if (kvm_vm_create(&vm, &opts.machine) ||
+	if ((opts.stats_json && stats_check(opts.stats_json)) ||
+	    kvm_vm_create(&vm, &opts.machine) ||
 	    loader_load(&vm, &opts.machine) ||
 	    devices_init(&vm, &opts) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
 	    idle_init(&vm, &opts.idle) || pause_init(&vm) ||

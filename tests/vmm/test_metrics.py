@@ -797,11 +797,30 @@ def test_vm(tmp):
 
 
 def test_unwritable(tmp):
-    f = os.path.join(tmp, "no-such-dir", "m.prom")
+    """The file's directory goes away while the VM runs (a missing one at
+    start is refused: test_outputs.py)."""
+    d = os.path.join(tmp, "going-dir")
+    f = os.path.join(d, "m.prom")
     log = os.path.join(tmp, "unwritable.log")
+    os.mkdir(d)
     vm = Vm(["--cpus", "2", "--sysidle", "--sysidle-log", log, "--append",
              "hz=250", "--control", "none", "--metrics-file", f,
              tool("idle.elf")])
+
+    def remove_dir():
+        """False while a rewrite's temporary file races the removal."""
+        try:
+            for e in os.listdir(d):
+                os.unlink(os.path.join(d, e))
+            os.rmdir(d)
+            return True
+        except FileNotFoundError:
+            return not os.path.exists(d)
+        except OSError:
+            return False
+
+    gone = poll_until(lambda: os.path.exists(f), 30) and \
+        poll_until(remove_dir, 10)
 
     def stopped(n):
         try:
@@ -816,7 +835,7 @@ def test_unwritable(tmp):
         ok = poll_until(lambda: stopped(2), 30)
     rc = vm.stop()
     warns = [l for l in vm.err.splitlines() if "--metrics-file" in l]
-    check(ok and rc == 143 and len(warns) == 1 and
+    check(gone and ok and rc == 143 and len(warns) == 1 and
           warns[0].startswith("vmm: warning: ") and f in warns[0],
           "an unwritable --metrics-file: one warning, the VM keeps running "
           "(idled, woke, idled again)", "exit %s\n%s" % (rc, vm.err))

@@ -143,6 +143,20 @@ int vmm_fail(int status, const char *fmt, ...)
 	return -1;
 }
 
+void vmm_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	stderr_line("", fmt, ap);
+	va_end(ap);
+}
+
+int vmm_stderr_fd(void)
+{
+	return err_out.fd;
+}
+
 void vmm_warn(const char *fmt, ...)
 {
 	va_list ap;

@@ -56,6 +56,12 @@ void vmm_warn_limited(struct vmm_warn_limit *l, const char *fmt, ...)
  * take at once are dropped and counted (vmm_stderr_dropped). */
 void vmm_stderr_init(void);
 uint64_t vmm_stderr_dropped(void); /* any thread */
+/* Where those lines go, for a writer of its own that must not block
+ * either (--sysidle-log -): non-blocking unless a regular file. */
+int vmm_stderr_fd(void);
+/* "vmm: " and the message, without stopping anything (once the VM has
+ * stopped, where vmm_fail() says nothing more). */
+void vmm_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The main thread, before any other thread starts: the eventfd that
  * becomes readable once the VM stops (vm_stop_fd). -1 with errno set. */

@@ -37,6 +37,7 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/file.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "export/export.h"
@@ -70,16 +71,20 @@ static int mkdir_p(const char *dir)
 /*
  * Main thread: an existing file at @path. Returns 0 when it is gone (a
  * stale socket, unlinked), 1 when another process listens on it, -1 with
- * errno set otherwise (ENOTSOCK: not a socket, left alone).
+ * errno set otherwise (ENOTSOCK: not a socket, left alone; *@mode, when
+ * not NULL, says what it is). Never blocks: nothing but a socket is
+ * touched, and that only by a non-blocking connect().
  */
-static int control_stale(const struct sockaddr_un *addr)
+static int control_stale(const struct sockaddr_un *addr, mode_t *mode)
 {
-	struct stat sb;
+	struct stat sb, now;
 	int fd, r;
 
 	if (lstat(addr->sun_path, &sb) < 0)
 		return errno == ENOENT ? 0 : -1;
 	if (!S_ISSOCK(sb.st_mode)) {
+		if (mode)
+			*mode = sb.st_mode;
 		errno = ENOTSOCK;
 		return -1;
 	}
@@ -95,6 +100,15 @@ static int control_stale(const struct sockaddr_un *addr)
 		return 0;
 	if (errno != ECONNREFUSED)
 		return -1;
+	/* Still the socket that refused: what took its place meanwhile
+	 * (a FIFO, a file) is not removed. */
+	if (lstat(addr->sun_path, &now) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(now.st_mode) || now.st_dev != sb.st_dev ||
+	    now.st_ino != sb.st_ino) {
+		errno = EAGAIN;
+		return -1;
+	}
 	if (unlink(addr->sun_path) < 0 && errno != ENOENT)
 		return -1;
 	return 0;
@@ -132,7 +146,8 @@ static void control_sweep(const char *dir)
 		    lstat(a.sun_path, &sb) < 0 ||
 		    sb.st_mtime > now - CONTROL_SWEEP_AGE_S)
 			continue;
-		(void)control_stale(&a); /* unlinks it when no one listens */
+		(void)control_stale(&a, NULL); /* unlinks a socket no one
+						 * listens on */
 	}
 	closedir(d);
 }
@@ -160,8 +175,9 @@ int control_open(struct vm *vm, const struct export_config *o)
 {
 	bool explicit = o->control_explicit;
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	char msg[160];
+	char msg[200], why[120];
 	struct stat sb;
+	mode_t mode = 0;
 	int r;
 
 	ctl.vm = vm;
@@ -181,13 +197,22 @@ int control_open(struct vm *vm, const struct export_config *o)
 	}
 	if (!explicit)
 		control_sweep(DEFAULT_CONTROL_DIR);
-	r = control_stale(&addr);
+	if (explicit && output_dir_check(o->control, why, sizeof(why))) {
+		snprintf(msg, sizeof(msg), "cannot be created: %s", why);
+		return control_open_failed(explicit, o->control, msg);
+	}
+	r = control_stale(&addr, &mode);
 	if (r > 0)
 		return control_open_failed(explicit, o->control, "is in use");
+	if (r < 0 && errno == ENOTSOCK) {
+		snprintf(msg, sizeof(msg), "cannot be created: the path exists "
+			 "and is %s, not a socket (left as it is)",
+			 file_kind_name(mode));
+		return control_open_failed(explicit, o->control, msg);
+	}
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "cannot be created: %s",
-			 errno == ENOTSOCK ? "the file exists and is not a "
-			 "socket" : strerror(errno));
+			 strerror(errno));
 		return control_open_failed(explicit, o->control, msg);
 	}
 	ctl.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,

@@ -216,10 +216,15 @@ static void *export_thread(void *arg)
 /* Main thread, before the vCPUs start. */
 int export_start(struct vm *vm, const struct export_config *o)
 {
+	char why[160];
 	int err;
 
 	ex.vm = vm;
 	ex.cfg = o;
+	if (o->metrics_file && metrics_check(o->metrics_file, why,
+					     sizeof(why)))
+		return vmm_fail(VMM_EXIT_USAGE, "cannot write --metrics-file "
+				"'%s': %s", o->metrics_file, why);
 	ex.state = SYSIDLE_NOT;
 	if (status_init(o->name))
 		return -1;

@@ -128,9 +128,14 @@ uint64_t control_watch_dropped(void);
 /* stats.c: --stats-json FILE at exit, after every vCPU and the
  * housekeeping thread have been joined; 0, or -1 after a message. */
 int stats_write(struct vm *vm, const char *path, int status);
+/* stats.c, main thread at start: whether the path can be written at exit;
+ * 0, or -1 after vmm_fail(VMM_EXIT_STATS). */
+int stats_check(const char *path);
 
 /* metrics.c: write @st to @path in Prometheus text format (temporary file in
  * the same directory, then rename). Returns 0, or -1 with errno set. */
 int metrics_write(const char *path, const struct vm_status *st, bool up);
+/* metrics.c: whether @path can be written so; 0, or -1 with @why (@n). */
+int metrics_check(const char *path, char *why, size_t n);
 
 #endif

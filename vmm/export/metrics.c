@@ -23,6 +23,7 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/file.h"
 #include "export/export.h"
 
 /* @s as a label value: backslash, double quote and newline escaped. */
@@ -162,6 +163,24 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 	put_vm_u64(f, "sysidle_vm_resumes_self_total", "counter",
 		   "Resumes by a wake source of the guest (a timer, serial "
 		   "input, a kick, an IPI).", st, st->resumes_self);
+}
+
+/*
+ * Main thread, at start: whether @path can be (re)written as metrics_write
+ * does it: not a directory, in a directory this process may create files
+ * in. Nothing here opens @path (the temporary file is created O_EXCL and
+ * renamed over it), so a FIFO at @path blocks nothing and is replaced.
+ * Returns 0, or -1 with @why.
+ */
+int metrics_check(const char *path, char *why, size_t n)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		snprintf(why, n, "is a directory");
+		return -1;
+	}
+	return output_dir_check(path, why, n);
 }
 
 /* write() all of @len bytes of @buf to @fd. */

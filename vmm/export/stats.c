@@ -3,20 +3,32 @@
  * --stats-json: per-vCPU exit counts by reason, HLT exits, interrupts
  * injected, time halted, the housekeeping thread's host wake-ups, the idle
  * layer's figures and the pause counters, written once at exit (json-c).
+ *
+ * The path is checked at start (stats_check) so that a typo shows before
+ * hours of running. At exit it is opened without blocking: a FIFO with no
+ * reader is an error at once, and a reader gets STATS_WRITE_NS to take the
+ * whole document; either way the exit status is VMM_EXIT_STATS.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
 #include <sysidle/sysidle.h>
 
+#include "base/file.h"
 #include "base/housekeeping.h"
+#include "base/time.h"
 #include "export/export.h"
 #include "idle/idle.h"
 #include "machine/devices/devices.h"
 #include "machine/pause.h"
+
+#define STATS_WRITE_NS 1000000000ull /* a reader's time to take it all */
 
 static const char *const exit_names[VCPU_EXIT_REASONS] = {
 	[KVM_EXIT_UNKNOWN] = "unknown", [KVM_EXIT_EXCEPTION] = "exception",
@@ -117,6 +129,7 @@ static struct json_object *stats_sysidle(struct vm *vm)
 	add_u64(o, "scans", st.scans);
 	add_u64(o, "force_exits", st.force_exits);
 	add_u64(o, "violations", st.violations);
+	add_u64(o, "log_lines_dropped", st.log_lines_dropped);
 	return o;
 }
 
@@ -133,6 +146,53 @@ static struct json_object *stats_pause(void)
 	return o;
 }
 
+/* Main thread, at start: whether --stats-json @path can be written at
+ * exit; the error (VMM_EXIT_STATS) when it cannot. Opens nothing. */
+int stats_check(const char *path)
+{
+	char why[PATH_MAX + 64];
+
+	if (output_check(path, why, sizeof(why)))
+		return vmm_fail(VMM_EXIT_STATS, "cannot write --stats-json "
+				"'%s': %s", path, why);
+	return 0;
+}
+
+/* stats_write(): @text and a newline to @path, bounded; 0 or -1 after a
+ * message on stderr (the VM has stopped: vmm_fail() would say nothing,
+ * vmm_error() does). */
+static int stats_put(const char *path, const char *text)
+{
+	uint64_t deadline = now_ns() + STATS_WRITE_NS;
+	size_t len = strlen(text), n;
+	char why[160];
+	int fd, err;
+
+	fd = output_open(path, NULL, why, sizeof(why));
+	if (fd < 0) {
+		vmm_error("cannot write --stats-json '%s': %s",
+			  path, why);
+		return -1;
+	}
+	n = output_write(fd, text, len, deadline);
+	err = errno;
+	if (n == len && close(fd) == 0)
+		return 0;
+	if (n == len)
+		err = errno;
+	else
+		close(fd);
+	if (err == ETIMEDOUT)
+		vmm_error("cannot write --stats-json '%s': its "
+			  "reader took %zu of %zu bytes in %llu ms, the rest "
+			  "is abandoned", path, n, len,
+			  STATS_WRITE_NS / 1000000);
+	else
+		vmm_error("cannot write --stats-json '%s': %s",
+			  path, strerror(err));
+	return -1;
+}
+
 /* Caller: every vCPU and the housekeeping thread have been joined. */
 int stats_write(struct vm *vm, const char *path, int status)
 {
@@ -141,8 +201,8 @@ int stats_write(struct vm *vm, const char *path, int status)
 	struct json_object *vcpus = json_object_new_array();
 	struct json_object *idle = stats_sysidle(vm);
 	const char *text;
-	FILE *f;
-	int err;
+	char *line;
+	int r;
 
 	json_object_object_add(root, "vmm", json_object_new_string("sysidle-vmm"));
 	add_u64(root, "exit_status", (uint64_t)status);
@@ -162,20 +222,14 @@ int stats_write(struct vm *vm, const char *path, int status)
 	json_object_object_add(root, "vcpus", vcpus);
 	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
 					      JSON_C_TO_STRING_NOSLASHESCAPE);
-	f = fopen(path, "w");
-	if (!f) {
-		fprintf(stderr, "vmm: cannot write --stats-json '%s': %s\n",
-			path, strerror(errno));
+	if (!text || asprintf(&line, "%s\n", text) < 0) {
+		vmm_error("cannot write --stats-json '%s': out of "
+			  "memory", path);
 		json_object_put(root);
 		return -1;
 	}
-	fputs(text ? text : "", f);
-	fputc('\n', f);
-	err = ferror(f) | fclose(f);
 	json_object_put(root);
-	if (err || !text) {
-		fprintf(stderr, "vmm: cannot write --stats-json '%s'\n", path);
-		return -1;
-	}
-	return 0;
+	r = stats_put(path, line);
+	free(line);
+	return r;
 }

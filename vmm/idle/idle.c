@@ -4,14 +4,18 @@
  * (track.c, timekeeper.c, tick.c, log.c) and the pv tick (pvtick.c).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/file.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
 
-struct idle_layer idle = { .lock = PTHREAD_MUTEX_INITIALIZER, .hk_cpu = -1 };
+struct idle_layer idle = { .lock = PTHREAD_MUTEX_INITIALIZER, .hk_cpu = -1,
+				 .log_fd = -1 };
 
 bool idle_enabled(void)
 {
@@ -21,6 +25,7 @@ bool idle_enabled(void)
 int idle_init(struct vm *vm, const struct idle_config *o)
 {
 	struct sysidle_config cfg;
+	char why[160];
 
 	idle.vm = vm;
 	idle.tk = o->timekeeper;
@@ -44,13 +49,15 @@ int idle_init(struct vm *vm, const struct idle_config *o)
 		return 0;
 	}
 	if (o->log && strcmp(o->log, "-") == 0) {
-		idle.log = stderr;
+		idle.log_fd = vmm_stderr_fd(); /* never blocks either */
 	} else if (o->log) {
-		idle.log = fopen(o->log, "w");
-		if (!idle.log)
+		/* Never blocks: a FIFO must have its reader already. */
+		idle.log_fd = output_open(o->log, NULL, why, sizeof(why));
+		if (idle.log_fd < 0)
 			return vmm_fail(VMM_EXIT_USAGE, "cannot write "
-					"--sysidle-log '%s': %s",
-					o->log, strerror(errno));
+					"--sysidle-log '%s': %s%s", o->log, why,
+					errno == ENXIO ? " (start the reader "
+					"first)" : "");
 		idle.log_close = true;
 	}
 	sysidle_config_init(&cfg, vm->ncpus);
@@ -111,6 +118,7 @@ void idle_get_stats(struct idle_stats *st)
 	st->scans = idle.scans;
 	st->tick_restarts = idle.restarts;
 	st->hold_releases = idle.hold_releases;
+	st->log_lines_dropped = idle.log_dropped_total;
 	st->lat_count = idle.lat_count;
 	st->lat_min = idle.lat_min;
 	st->lat_max = idle.lat_max;
@@ -168,9 +176,15 @@ void idle_vcpu_pvtick(struct vcpu *v, struct pvtick_status *st)
 void idle_fini(void)
 {
 	idle_flush();
+	if (idle.log_dropped_total)
+		vmm_warn("--sysidle-log: %" PRIu64 " lines dropped (more "
+			 "than its queue holds, or the file did not take them "
+			 "at once: a reader that does not keep up, a write "
+			 "error)", idle.log_dropped_total);
 	if (idle.log_close)
-		fclose(idle.log);
-	idle.log = NULL;
+		close(idle.log_fd);
+	idle.log_fd = -1;
+	idle.log_close = false;
 	sysidle_destroy(idle.s);
 	idle.s = NULL;
 	free(idle.lat);

@@ -73,6 +73,7 @@ struct idle_stats {
 	uint64_t scans;
 	uint64_t tick_restarts;
 	uint64_t hold_releases;      /* held LAPIC ticks released in full idle */
+	uint64_t log_lines_dropped;  /* --sysidle-log lines not written */
 };
 /* After the housekeeping thread has stopped. */
 void idle_get_stats(struct idle_stats *st);

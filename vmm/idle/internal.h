@@ -55,7 +55,7 @@ struct idle_layer {
 	struct sysidle *s;
 	int tk;
 	uint64_t t0;
-	FILE *log;
+	int log_fd;               /* --sysidle-log, non-blocking; -1: none */
 	bool log_close;
 	int hk_cpu;
 	cpu_set_t orig_cpus;
@@ -67,7 +67,10 @@ struct idle_layer {
 	uint64_t full_periods_seen; /* FULL_NOTED entries (status) */
 	char logq[16384];
 	size_t logq_len;
-	uint64_t log_dropped;
+	uint64_t log_dropped;     /* lines the queue had no room for */
+	/* idle_flush() only (one caller at a time): lines dropped and not
+	 * yet noted in the log; all lines dropped, for stats and the exit. */
+	uint64_t log_unnoted, log_dropped_total;
 
 	/* Written by the timekeeper vCPU thread, read by housekeeping. */
 	_Atomic uint64_t tk_state;

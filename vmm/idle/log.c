@@ -5,12 +5,20 @@
  * written out by the housekeeping thread (idle_flush), so that no vCPU
  * thread ever does I/O or wakes another thread for them on its wake path.
  * Log lines: "MS.mmm what", MS since the VM started.
+ *
+ * The file is non-blocking (stderr, "-", through the VMM's own
+ * non-blocking description of it, vmm_stderr_fd()): a line it does not take at once, like one the queue
+ * has no room for, is dropped and counted, so that a FIFO whose reader
+ * stalls costs log lines, never the housekeeping thread or the stop. The
+ * next line written after a loss says how many were lost; the total goes
+ * to --stats-json and to stderr at exit.
  */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <string.h>
 
 #include "base/event.h"
+#include "base/file.h"
 #include "idle/internal.h"
 
 void idle_log_locked(uint64_t now, const char *fmt, ...)
@@ -20,7 +28,7 @@ void idle_log_locked(uint64_t now, const char *fmt, ...)
 	va_list ap;
 	int n, m;
 
-	if (!idle.log)
+	if (idle.log_fd < 0)
 		return;
 	n = snprintf(idle.logq + idle.logq_len, room, "%" PRIu64 ".%03"
 		     PRIu64 " ", us / 1000, us % 1000);
@@ -38,9 +46,50 @@ void idle_log_locked(uint64_t now, const char *fmt, ...)
 	idle.logq[idle.logq_len++] = '\n';
 }
 
-/* Housekeeping thread, or any thread once it has stopped: write the queued
- * log lines, then wake the event queue's readers for the changes posted
- * meanwhile (posting does not wake them: see event.h). */
+/* idle_flush(): write the whole line @line of @len bytes (newline
+ * included) or nothing of it, without waiting. A line is far below
+ * PIPE_BUF: a pipe takes it whole or not at all. */
+static bool log_write_line(const char *line, size_t len)
+{
+	size_t n = output_write(idle.log_fd, line, len, 0);
+
+	/* Partly written (a regular file's write error): the rest is
+	 * dropped, and the file has a cut line, as after a crash. */
+	return n == len;
+}
+
+/* idle_flush(): write the lines of @buf (@len bytes), the note of earlier
+ * losses first; count what is not taken. */
+static void log_write(const char *buf, size_t len)
+{
+	char note[64];
+	const char *nl;
+	size_t l;
+	int n;
+
+	if (idle.log_unnoted) {
+		n = snprintf(note, sizeof(note), "(%" PRIu64 " log lines "
+			     "dropped)\n", idle.log_unnoted);
+		if (log_write_line(note, (size_t)n))
+			idle.log_unnoted = 0;
+	}
+	while (len) {
+		nl = memchr(buf, '\n', len);
+		l = nl ? (size_t)(nl - buf) + 1 : len;
+		/* Once a loss is not yet noted, the lines after it wait for
+		 * the note: dropped too, so that it comes before them. */
+		if (idle.log_unnoted || !log_write_line(buf, l)) {
+			idle.log_unnoted++;
+			idle.log_dropped_total++;
+		}
+		buf += l;
+		len -= l;
+	}
+}
+
+/* Housekeeping thread, or any thread once it has stopped (one at a time):
+ * write the queued log lines, then wake the event queue's readers for the
+ * changes posted meanwhile (posting does not wake them: see event.h). */
 void idle_flush(void)
 {
 	static char buf[sizeof(idle.logq)];
@@ -56,12 +105,9 @@ void idle_flush(void)
 	dropped = idle.log_dropped;
 	idle.log_dropped = 0;
 	pthread_mutex_unlock(&idle.lock);
-	if (idle.log && len) {
-		fwrite(buf, 1, len, idle.log);
-		if (dropped)
-			fprintf(idle.log, "(%" PRIu64 " log lines dropped)\n",
-				dropped);
-		fflush(idle.log);
-	}
+	idle.log_unnoted += dropped;
+	idle.log_dropped_total += dropped;
+	if (idle.log_fd >= 0 && (len || idle.log_unnoted))
+		log_write(buf, len);
 	event_notify();
 }

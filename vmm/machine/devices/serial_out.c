@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "machine/devices/devices.h"
 
 #define SERIAL_OUT_SIZE 65536u /* the ring, in bytes */
