@@ -8,12 +8,15 @@
 #               and with --sysidle, one line each (long: sections that
 #               hang run to their timeout)
 #   make bench  build and run the benchmarks
+#   make soak   16 idle VMs with random wake-ups, control clients and
+#               hooks for 10 minutes; fails on RSS/fd growth or an unclean
+#               exit (not in CI; SOAK_OPTS="--duration 60 --vms 4": short)
 BUILD ?= build
 MESON_OPTS ?=
 ASAN_OPTS := -Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all -Dmodel=false
 TSAN_OPTS := -Db_sanitize=thread -Dmodel=false
 
-.PHONY: all deps build run run-library test conformance bench clean
+.PHONY: all deps build run run-library test conformance bench soak clean
 
 all: build
 
@@ -62,6 +65,9 @@ bench: build
 	python3 bench/idle-cost.py --build $(BUILD)
 	python3 bench/latency.py --build $(BUILD)
 	python3 bench/consolidate.py --build $(BUILD)
+
+soak: build
+	python3 tools/soak.py --build $(BUILD) $(SOAK_OPTS)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
