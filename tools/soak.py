@@ -287,7 +287,7 @@ class Soak:
             else:
                 args = ["--cpus", "1", "--append", "stay=1"]
                 elf = os.path.join(tguests, "hello.elf")
-            slow = i % 8 == 3
+            slow = i % 8 == 1
             ht = SLOW_HOOK_TIMEOUT if slow else FAST_HOOK_TIMEOUT
             self.vms.append(Vm(i, kind, args, elf, ht, slow, self.top))
 
@@ -602,7 +602,7 @@ class Soak:
                     pending.discard(i)
                 else:
                     prev[i] = fds
-            time.sleep(0.3)
+            time.sleep(0.1)
         for i in pending:
             self.fail("%s: %s never quiescent (a hook running, or its fds "
                       "changing) within 60 s" % (label, self.vms[i].name))
