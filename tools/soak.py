@@ -29,7 +29,8 @@ a sanitizer report on stderr, no parseable stats JSON, a metrics file
 without `sysidle_vm_up 0`, its socket file, or a hook process; its hooks
 did not see started, then idle begin/end alternating, then stopped; or a
 control request that should have worked did not. Exit 2: bad usage or the
-VMs could not start. Python 3 standard library only.
+VMs could not start; 77: no usable /dev/kvm (skipped). Python 3 standard
+library only.
 """
 import argparse
 import heapq
@@ -75,8 +76,8 @@ def log(msg):
 
 
 def read_status(pid):
-    """(VmRSS kB, threads) of @pid; None when it is gone."""
-    rss = thr = None
+    """(VmRSS kB, threads, RssAnon kB) of @pid; None when it is gone."""
+    rss = thr = anon = None
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
@@ -84,11 +85,13 @@ def read_status(pid):
                     rss = int(line.split()[1])
                 elif line.startswith("Threads:"):
                     thr = int(line.split()[1])
+                elif line.startswith("RssAnon:"):
+                    anon = int(line.split()[1])
     except OSError:
         return None
     if rss is None or thr is None:
         return None
-    return rss, thr
+    return rss, thr, anon or 0
 
 
 def fd_targets(pid):
@@ -133,6 +136,23 @@ def alive(pid):
         return False
 
 
+def cmdline(pid):
+    """@pid's command line, arguments joined by spaces; "" when gone."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().rstrip(b"\0").replace(b"\0", b" ").decode(
+                errors="replace")
+    except OSError:
+        return ""
+
+
+def pgid(pid):
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def median(xs):
     return statistics.median(xs) if xs else 0
 
@@ -167,7 +187,7 @@ class Vm:
         self.p = None
         self.out_path = os.path.join(d, "stdout")
         self.err_path = os.path.join(d, "stderr")
-        self.samples = []  # (elapsed, rss kB, fds, threads)
+        self.samples = []  # (elapsed, rss kB, fds, threads, anon kB)
         self.quiet = {}  # "warmup"/"end": (fd kinds, threads, rss)
         self.died = None
         self.exit = None  # (status, seconds after SIGTERM)
@@ -562,7 +582,7 @@ class Soak:
                 self.fail("%s exited before the end, at %.0f s, status %s: "
                           "%s" % (v.name, t, rc, v.stderr().strip()[-500:]))
                 continue
-            v.samples.append((t, st[0], len(fds), st[1]))
+            v.samples.append((t, st[0], len(fds), st[1], st[2]))
         live = [v for v in self.vms if v.died is None and v.samples]
         last = [v.samples[-1] for v in live]
         rss = [s[1] for s in last]
@@ -724,7 +744,16 @@ class Soak:
                     pids = [int(x) for x in f.read().split()]
             except OSError:
                 pids = []
-            left = [p for p in pids if alive(p)]
+            # PIDs are reused (a soak makes thousands of processes): a PID
+            # counts only if it still is the hook (its path on the command
+            # line) or its "sleep 1000" child in the hook's process group.
+            left = []
+            for hook, child in zip(pids[0::2], pids[1::2]):
+                if alive(hook) and self.top in cmdline(hook):
+                    left.append(hook)
+                if alive(child) and cmdline(child) == "sleep 1000" and \
+                        pgid(child) == hook:
+                    left.append(child)
             if left:
                 self.fail("%s: hook processes left running: %s" %
                           (v.name, left))
@@ -839,11 +868,11 @@ class Soak:
 
     def write_csv(self, path):
         with open(path, "w") as f:
-            f.write("t_s,vm,rss_kb,fds,threads\n")
+            f.write("t_s,vm,rss_kb,fds,threads,rss_anon_kb\n")
             rows = sorted((s[0], v.name) + s[1:] for v in self.vms
                           for s in v.samples)
             for r in rows:
-                f.write("%.1f,%s,%d,%d,%d\n" % r)
+                f.write("%.1f,%s,%d,%d,%d,%d\n" % r)
 
     def report(self):
         if self.o.csv:
@@ -857,10 +886,12 @@ class Soak:
         log("\n# per VM: RSS kB (first after warm-up, median of the first "
             "k / last k after warm-up, min/median/max over the run), fds "
             "(min/median/max of the samples; at rest after warm-up -> at "
-            "the end), threads at rest, exit")
-        log("%-7s %-10s %7s %7s %7s %17s %11s %7s %7s %5s %10s %5s %5s %5s" %
+            "the end), threads at rest, exit; anon: RssAnon kB, first and "
+            "last after warm-up")
+        log("%-7s %-10s %7s %7s %7s %17s %11s %11s %7s %7s %5s %10s %5s %5s "
+            "%5s" %
             ("vm", "kind", "rss0", "base", "last", "rss min/med/max",
-             "fds m/m/m", "fdrest", "thr", "exit", "exit_s", "hooks",
+             "anon", "fds m/m/m", "fdrest", "thr", "exit", "exit_s", "hooks",
              "idle", "pause"))
         for v in self.vms:
             g = self.check_growth(v) if v.samples else None
@@ -869,12 +900,13 @@ class Soak:
             fds = [s[2] for s in v.samples]
             a, b = v.quiet.get("warmup"), v.quiet.get("end")
             c = (v.final_status or {}).get("counters", {})
-            log("%-7s %-10s %7s %7s %7s %17s %11s %7s %7s %5s %10s %5d %5s "
-                "%5s" % (
+            log("%-7s %-10s %7s %7s %7s %17s %11s %11s %7s %7s %5s %10s %5d "
+                "%5s %5s" % (
                     v.name, v.kind, post[0][1] if post else "-",
                     "%d" % g[0] if g else "-", "%d" % g[1] if g else "-",
                     "%d/%d/%d" % (min(rss), median(rss), max(rss))
                     if rss else "-",
+                    "%d->%d" % (post[0][4], post[-1][4]) if post else "-",
                     "%d/%d/%d" % (min(fds), median(fds), max(fds))
                     if fds else "-",
                     "%s->%s" % (len(a[0]) if a else "-",
@@ -955,7 +987,7 @@ def main():
                     "(default 20)")
     ap.add_argument("--csv", metavar="FILE",
                     help="also write every sample, one line per VM per "
-                    "sample: t_s,vm,rss_kb,fds,threads")
+                    "sample: t_s,vm,rss_kb,fds,threads,rss_anon_kb")
     ap.add_argument("--keep", action="store_true",
                     help="keep the temporary directory after a pass")
     o = ap.parse_args()
@@ -972,8 +1004,8 @@ def main():
         if not os.access(os.path.join(o.build, exe), os.X_OK):
             ap.error("%s/%s is missing: build first" % (o.build, exe))
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        print("soak: /dev/kvm is not usable", file=sys.stderr)
-        return 2
+        print("soak: skipped: /dev/kvm is not usable", file=sys.stderr)
+        return 77
     return Soak(o).run()
 
 
