@@ -952,7 +952,9 @@ class Soak:
                 "unchanged), every VM exited cleanly" %
                 (len(self.vms), self.o.duration, RSS_TOL_KB,
                  RSS_TOL_FRAC * 100))
-            if not self.o.keep:
+            if self.findings or self.o.keep:
+                log("# files kept in %s" % self.top)
+            else:
                 shutil.rmtree(self.top, ignore_errors=True)
 
 
@@ -989,7 +991,8 @@ def main():
                     help="also write every sample, one line per VM per "
                     "sample: t_s,vm,rss_kb,fds,threads,rss_anon_kb")
     ap.add_argument("--keep", action="store_true",
-                    help="keep the temporary directory after a pass")
+                    help="keep the temporary directory after a pass "
+                    "(kept anyway after a failure or a finding)")
     o = ap.parse_args()
     if o.seed is None:
         o.seed = random.SystemRandom().randrange(1 << 31)
