@@ -196,7 +196,8 @@ class Vm:
         self.pending_resume = False
 
     def start(self, vmm):
-        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+        with open(self.out_path, "wb") as out, \
+                open(self.err_path, "wb") as err:
             self.p = subprocess.Popen([vmm] + self.args, stdin=subprocess.PIPE,
                                       stdout=out, stderr=err)
         os.set_blocking(self.p.stdin.fileno(), False)
