@@ -436,9 +436,9 @@ static void step_mmio(struct vcpu *v, struct in *in)
 	switch (sel & 7) {
 	case 0: addr = GUEST_IOAPIC_BASE + (off & 0x7f); break;
 	case 1: addr = (v->lapic.base_msr & ~0xfffull) + (off & 0xfff); break;
-	case 2: addr = 0xfed90000u + (off & 0xfff); break;
+	case 2: addr = 0xfed90000u + ((off & 0x3ff) << 2); break; /* VT-d */
 	case 3: addr = 0xff000000u + off; break;
-	case 4: addr = PCI_MMIO_WINDOW_BASE + (off & 0x1ff); break; /* edu */
+	case 4: addr = PCI_MMIO_WINDOW_BASE + ((off & 0x7f) << 2); break; /* edu */
 	case 5: addr = GUEST_IOAPIC_BASE + (off & 0xfff); break;
 	case 6: addr = 0xfee00000u + (off & 0xfff); break;
 	default: addr = (uint32_t)(off | take(in, 2) << 16); break;
@@ -457,7 +457,7 @@ static void step_msr(struct vcpu *v, struct in *in)
 	case 1: index = MSR_IA32_TSC_DEADLINE; break;
 	case 2: case 3: index = MSR_X2APIC_BASE + (uint32_t)take(in, 1); break;
 	case 4: case 5:
-		index = MSR_SYSIDLE_PVTICK_HZ + (uint32_t)((sel >> 3) % 3);
+		index = MSR_SYSIDLE_PVTICK_HZ + (uint32_t)((sel >> 3) & 0xf) % 3;
 		break;
 	case 6: index = MSR_X2APIC_BASE + 0x0b; break; /* EOI */
 	default: index = (uint32_t)take(in, 4); break;
