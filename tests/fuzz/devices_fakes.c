@@ -132,6 +132,8 @@ void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns)
 	t->heap_idx = 0;
 }
 
+/* The quiet variants and cancel: as housekeeping.h says (no host timer
+ * here to move). Caller: @t went through hk_timer_init. */
 void hk_timer_arm_quiet(struct hk_timer *t, uint64_t deadline_ns)
 {
 	hk_timer_arm(t, deadline_ns);
@@ -162,6 +164,7 @@ static struct hk_timer *fake_timers_earliest(void)
 	return best;
 }
 
+/* Caller: no timer is firing. */
 uint64_t fake_timers_next(void)
 {
 	struct hk_timer *t = fake_timers_earliest();
@@ -184,6 +187,7 @@ unsigned int fake_timers_run(void)
 	return fired;
 }
 
+/* The clock: only the input moves it (fake_now). Any caller. */
 uint64_t now_ns(void)
 {
 	return fake_now;
@@ -203,6 +207,9 @@ void *guest_ptr(struct vm *vm, uint64_t gpa, uint64_t len)
 	return vm->ram + gpa;
 }
 
+/* The vCPU side: a kick is counted, KVM's APIC base always taken, the
+ * reset hook kept for the harness's INIT, S3 counted, output dropped.
+ * Callers as vm.h, acpi.h and devices.h say. */
 void vcpu_kick_for(struct vcpu *v, int reason)
 {
 	(void)v; (void)reason;

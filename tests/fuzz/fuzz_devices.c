@@ -115,6 +115,7 @@ static bool fuzz_suppress(const struct vcpu *v)
 
 /* --- invariants on state --- */
 
+/* The highest vector set in a 256-bit IRR/ISR/TMR, or -1. */
 static int vec_highest(const uint32_t *bits)
 {
 	for (int i = 7; i >= 0; i--)
@@ -151,7 +152,8 @@ static void check_lapic(struct vcpu *v)
 	pthread_mutex_unlock(&v->lock);
 }
 
-/* Caller holds no vCPU lock. */
+/* The pv tick's accounting (pvtick.c's header). Caller holds no vCPU
+ * lock. */
 static void check_pvtick(struct vcpu *v)
 {
 	struct pvtick *t = pvtick_of(v);
@@ -163,6 +165,7 @@ static void check_pvtick(struct vcpu *v)
 	pthread_mutex_unlock(&v->lock);
 }
 
+/* After every step: the state invariants of every vCPU. */
 static void check_all(void)
 {
 	for (unsigned int i = 0; i < vm.ncpus; i++) {
@@ -173,10 +176,7 @@ static void check_all(void)
 
 /* --- accesses, and what the harness checks about each --- */
 
-/* An I/O port access through the bus, as vcpu.c's exit handler makes it. */
-static void pio(struct vcpu *v, uint16_t port, unsigned int len,
-		bool is_write, uint64_t val);
-
+/* @b is two BCD digits. */
 static bool bcd_ok(uint8_t b)
 {
 	return (b & 0xf) <= 9 && (b >> 4) <= 9;
@@ -278,7 +278,8 @@ static void pio_note_write(uint16_t port, const uint8_t *d, unsigned int len)
 	}
 }
 
-/* Caller: any port; @val's low @len bytes are written. */
+/* An I/O port access through the bus, as vcpu.c's exit handler makes it:
+ * any port, @len 1, 2 or 4; @val's low @len bytes are written. */
 static void pio(struct vcpu *v, uint16_t port, unsigned int len,
 		bool is_write, uint64_t val)
 {
@@ -330,7 +331,7 @@ static void ioapic_note(uint64_t off, const uint8_t *d, unsigned int len,
 }
 
 /* An MMIO access, as vcpu.c's exit handler makes it: @v's local APIC
- * first, then the bus. */
+ * first, then the bus. @len 1..8; @val's low @len bytes are written. */
 static void mmio(struct vcpu *v, uint64_t addr, unsigned int len,
 		 bool is_write, uint64_t val)
 {
@@ -411,6 +412,8 @@ static const struct {
 	{ 0x61, 0x20 }, { 0x70, 2 }, { 0x3f8, 8 },
 };
 
+/* The step decoders: each takes what it needs from @in (zeros past its
+ * end) and acts on @v, one of the VM's vCPUs. */
 static void step_pio(struct vcpu *v, struct in *in)
 {
 	unsigned int sel = (unsigned int)take(in, 1);
@@ -492,6 +495,7 @@ static void step_eoi(struct vcpu *v)
 		mmio(v, (v->lapic.base_msr & ~0xfffull) + 0xb0, 4, true, 0);
 }
 
+/* Time passes: up to 2^16 << 33 ns. */
 static void step_time(struct in *in)
 {
 	unsigned int shift = (unsigned int)take(in, 1) % 34;
@@ -499,6 +503,8 @@ static void step_time(struct in *in)
 	fake_now += take(in, 2) << shift;
 }
 
+/* The clock moves to the earliest armed timer (if not too far) and the
+ * due timers fire. */
 static void step_timer_next(void)
 {
 	uint64_t next = fake_timers_next();
@@ -510,6 +516,9 @@ static void step_timer_next(void)
 	fake_timers_run();
 }
 
+/* What other parts of the VMM do to the devices: INIT, the platform
+ * reset, the idle layer's tick suspend/resume/hold, the control socket's
+ * kick. */
 static void step_event(struct vcpu *v, struct in *in)
 {
 	void (*hook)(struct vcpu *v);
@@ -654,6 +663,8 @@ static void setup_input(uint8_t conf)
 	pio(&vcpus[0], 0x3fa, 1, false, 0);
 }
 
+/* libFuzzer's entry: byte 0 is the VM's configuration (vCPUs, tick
+ * policy, CPU features, TSC rate), then steps up to STEPS_MAX. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct in in = { data, size };
