@@ -67,6 +67,15 @@ uint16_t pci_sid(const struct pci_dev *d)
 	return d->devfn; /* bus 0 */
 }
 
+/* The IOAPIC pin @d's INTx pin is wired to: INTA..INTD swizzled by slot.
+ * Interrupt Line (0x3c) only tells software what was set up; the guest
+ * may write anything there, so the wiring never follows it. */
+static unsigned int pci_intx_gsi(const struct pci_dev *d)
+{
+	return PCI_INTX_GSI_BASE +
+	       (((d->devfn >> 3) + d->cfg[PCI_INTERRUPT_PIN] - 1) & 3);
+}
+
 /* Caller holds pci_lock. INTx follows the device's level unless MSI is
  * on or the command register disables it. */
 static void pci_update_intx(struct pci_dev *d)
@@ -75,7 +84,7 @@ static void pci_update_intx(struct pci_dev *d)
 		     !(cfg_read16(d, PCI_COMMAND) & PCI_COMMAND_INTX_DISABLE);
 
 	if (d->cfg[PCI_INTERRUPT_PIN])
-		ioapic_set_irq(d->cfg[PCI_INTERRUPT_LINE], level);
+		ioapic_set_irq(pci_intx_gsi(d), level);
 }
 
 /* Caller holds pci_lock. */
@@ -278,7 +287,6 @@ void pci_add_msi_cap(struct pci_dev *d, uint8_t off)
 static int pci_assign(struct pci_dev *d)
 {
 	uint16_t cmd = 0;
-	unsigned int slot = d->devfn >> 3;
 
 	for (unsigned int b = 0; b < PCI_NUM_BARS; b++) {
 		struct pci_bar *bar = &d->bar[b];
@@ -306,8 +314,7 @@ static int pci_assign(struct pci_dev *d)
 	d->cfg[PCI_COMMAND] |= (uint8_t)cmd;
 	d->wmask[PCI_INTERRUPT_LINE] = 0xff;
 	if (d->cfg[PCI_INTERRUPT_PIN])
-		d->cfg[PCI_INTERRUPT_LINE] = (uint8_t)(PCI_INTX_GSI_BASE +
-			((slot + d->cfg[PCI_INTERRUPT_PIN] - 1) & 3));
+		d->cfg[PCI_INTERRUPT_LINE] = (uint8_t)pci_intx_gsi(d);
 	return 0;
 }
 

@@ -67,6 +67,20 @@ START_TEST(test_factorial)
 }
 END_TEST
 
+/* n! mod 2^32 at once for any n: 0 from 34 on, where the loop would take
+ * up to 2^32 steps inside the MMIO write. */
+START_TEST(test_factorial_large)
+{
+	wr(EDU_REG_FACTORIAL, 33, 4);
+	ck_assert_uint_eq(rd(EDU_REG_FACTORIAL, 4), 0x80000000u);
+	wr(EDU_REG_FACTORIAL, 34, 4);
+	ck_assert_uint_eq(rd(EDU_REG_FACTORIAL, 4), 0);
+	wr(EDU_REG_FACTORIAL, 0xffffffffu, 4);
+	ck_assert_uint_eq(rd(EDU_REG_FACTORIAL, 4), 0);
+	ck_assert_uint_eq(rd(EDU_REG_STATUS, 4) & 1, 0); /* done */
+}
+END_TEST
+
 START_TEST(test_intx)
 {
 	int line = (int)cfg_read(0x18, PCI_INTERRUPT_LINE, 1);
@@ -154,6 +168,7 @@ int main(void)
 	tcase_add_test(tc, test_identity);
 	tcase_add_test(tc, test_liveness);
 	tcase_add_test(tc, test_factorial);
+	tcase_add_test(tc, test_factorial_large);
 	tcase_add_test(tc, test_intx);
 	tcase_add_test(tc, test_msi);
 	tcase_add_test(tc, test_dma);

@@ -178,6 +178,21 @@ START_TEST(test_intx_and_msi)
 }
 END_TEST
 
+/* Interrupt Line is the guest's to write (0xff: "unknown" to some
+ * drivers); the pin stays the one INTA of slot 1 is wired to. */
+START_TEST(test_intx_line_written)
+{
+	cfg_write(8, PCI_INTERRUPT_LINE, 0xff, 1);
+	ck_assert_uint_eq(cfg_read(8, PCI_INTERRUPT_LINE, 1), 0xff);
+	pci_set_irq(&dev, true);
+	ck_assert_int_eq(intx.pin, 17);
+	ck_assert_int_eq(intx.level, 1);
+	pci_set_irq(&dev, false);
+	ck_assert_int_eq(intx.pin, 17);
+	ck_assert_int_eq(intx.level, 0);
+}
+END_TEST
+
 static int translate_calls;
 
 static int fake_translate(uint16_t sid, uint64_t iova, uint64_t len,
@@ -228,6 +243,7 @@ int main(void)
 	tcase_add_test(tc, test_bar_decode);
 	tcase_add_test(tc, test_capability_list);
 	tcase_add_test(tc, test_intx_and_msi);
+	tcase_add_test(tc, test_intx_line_written);
 	tcase_add_test(tc, test_dma);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

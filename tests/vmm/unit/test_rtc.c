@@ -140,6 +140,28 @@ START_TEST(test_set_time)
 }
 END_TEST
 
+/* A year the clock cannot count in int64 ns (century 99, or 00) is taken
+ * as the last (first) second it can: 2225-09-28 23:48:51 UTC (1714-04-05
+ * 00:11:09), with no overflow on the way. */
+START_TEST(test_set_time_out_of_range)
+{
+	wr(RTC_CENTURY, 0x99);
+	ck_assert_uint_eq(rd(RTC_CENTURY), 0x22);
+	ck_assert_uint_eq(rd(RTC_YEAR), 0x25);
+	ck_assert_uint_eq(rd(RTC_MONTH), 0x09);
+	ck_assert_uint_eq(rd(RTC_DAY_OF_MONTH), 0x28);
+	ck_assert_uint_eq(rd(RTC_HOURS), 0x23);
+	wr(RTC_REG_B, RTC_B_24H | RTC_B_SET);
+	wr(RTC_CENTURY, 0x00);
+	wr(RTC_REG_B, RTC_B_24H);
+	ck_assert_uint_eq(rd(RTC_CENTURY), 0x17);
+	ck_assert_uint_eq(rd(RTC_YEAR), 0x14);
+	ck_assert_uint_eq(rd(RTC_MONTH), 0x04);
+	fake_now += 3 * SEC;
+	ck_assert_uint_eq(rd(RTC_YEAR), 0x14);
+}
+END_TEST
+
 START_TEST(test_alarm_exact)
 {
 	rd(RTC_REG_C);
@@ -268,6 +290,7 @@ int main(void)
 	tcase_add_test(tc, test_time_bcd_binary_12h);
 	tcase_add_test(tc, test_uip);
 	tcase_add_test(tc, test_set_time);
+	tcase_add_test(tc, test_set_time_out_of_range);
 	tcase_add_test(tc, test_alarm_exact);
 	tcase_add_test(tc, test_alarm_dont_care);
 	tcase_add_test(tc, test_alarm_12h);

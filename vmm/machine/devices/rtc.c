@@ -102,7 +102,15 @@ static void rtc_store_time(struct rtc *s, int64_t t)
 	s->cmos[RTC_CENTURY] = rtc_fmt(s, (unsigned int)(tm.tm_year + 1900) / 100);
 }
 
-/* The Unix second the time registers hold. */
+/*
+ * The Unix seconds the clock can hold: the RTC's time is kept in int64 ns
+ * (offset_ns, with the host's monotonic time added), so a time the guest
+ * sets beyond about 1714..2225 (a century register of 0 or 99, BCD
+ * garbage) is taken as the nearest end of that range, not overflowed.
+ */
+#define RTC_SECS_MAX ((INT64_MAX - (1ll << 60)) / NS_PER_SEC - 1)
+
+/* The Unix second the time registers hold (within +-RTC_SECS_MAX). */
 static int64_t rtc_load_time(const struct rtc *s)
 {
 	struct tm tm = {
@@ -114,8 +122,11 @@ static int64_t rtc_load_time(const struct rtc *s)
 		.tm_year = (int)(rtc_unfmt(s, s->cmos[RTC_CENTURY]) * 100 +
 				 rtc_unfmt(s, s->cmos[RTC_YEAR])) - 1900,
 	};
+	int64_t t = (int64_t)timegm(&tm);
 
-	return (int64_t)timegm(&tm);
+	if (t > RTC_SECS_MAX)
+		return RTC_SECS_MAX;
+	return t < -RTC_SECS_MAX ? -RTC_SECS_MAX : t;
 }
 
 /* An alarm register against the current value (hours: 0..23). */
