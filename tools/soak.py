@@ -48,6 +48,10 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "tests"))
+from procfs import alive  # noqa: E402 (the tests' /proc reader)
+
 SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
                        r"runtime error:")
 POLL = 0.05  # seconds between two looks when polling a condition
@@ -126,14 +130,6 @@ def children(pids):
         if ppid in out:
             out[ppid].append(int(d))
     return out
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def cmdline(pid):
