@@ -64,6 +64,9 @@ struct control_socket {
 extern struct control_socket ctl;
 
 /* control.c */
+/* Frees @c (its socket closed): the export thread for a dropped client,
+ * the main thread at control_close. */
+void client_free(struct client *c);
 void client_drop(struct client *c);
 /* Queue the reply @obj (consumed) as one line and write it. A reply that
  * does not fit drops the client. */
