@@ -101,6 +101,15 @@ DOMAINS = [domain_xml("web", 2, ["0", "1-2"], "3", "NOT"),
            domain_xml("cold", 2, ["2", "3"], "2-3", "FULL_NOTED")]
 
 
+STATE_ROOT = tempfile.TemporaryDirectory()
+
+
+def fresh_state():
+    """A --state-dir of its own for one run of the tool: the test driver's
+    domains are new in each process, a journal must not outlive them."""
+    return tempfile.mkdtemp(dir=STATE_ROOT.name)
+
+
 def cpus(cpumap):
     return {i for i, b in enumerate(cpumap) if b}
 
@@ -176,7 +185,8 @@ class Run:
             if now >= end:
                 return None
             due = self.round("step", self.d.step)
-            self.round("wait", lambda: self.d.wait(min(due, now + STEP, end)))
+            due = min(d for d in (due, now + STEP, end) if d is not None)
+            self.round("wait", lambda: self.d.wait(due))
 
     def run_for(self, seconds):
         """Runs the loop for @seconds (observing that nothing happens)."""
@@ -562,14 +572,14 @@ def test_cli(uri):
            ["--idle-cpus", "3-1"], ["--interval", "0"], ["--frobnicate"]]
     rcs = []
     for b in bad:
-        p = subprocess.run([TOOL, "--once", "--dir", "none"] + b,
+        p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none"] + b,
                            capture_output=True, text=True, timeout=30)
         rcs.append((b, p.returncode, p.stderr.strip().splitlines()[-1:]))
     check(all(rc == 2 and err and "error" in err[0] for _, rc, err in rcs),
           "bad options (%s): exit 2 with a message" %
           ", ".join(" ".join(b) for b in bad),
           "\n".join("%s: %s %s" % x for x in rcs))
-    p = subprocess.run([TOOL, "--once", "--dir", "none", "--libvirt", uri,
+    p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt", uri,
                         "--idle-cpus", "6-7", "--policy", "pack,suspend",
                         "--suspend-after", "1m"],
                        capture_output=True, text=True, timeout=30)
@@ -584,7 +594,7 @@ def test_cli(uri):
           all(any(re.fullmatch(w, l) for l in out) for w in want),
           "--once --libvirt %s: exit %d, its decisions printed" %
           (uri.split("/")[-1], p.returncode), p.stdout + p.stderr)
-    p = subprocess.run([TOOL, "--once", "--dry-run", "--dir", "none",
+    p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dry-run", "--dir", "none",
                         "--libvirt", uri], capture_output=True, text=True,
                        timeout=30)
     check(p.returncode == 0 and re.search(
@@ -592,7 +602,7 @@ def test_cli(uri):
         r"\[dry run\]$", p.stdout, re.M),
           "--once --dry-run, default idle CPU: the host's last online CPU "
           "(the test driver reports 0,2,4 online)", p.stdout + p.stderr)
-    p = subprocess.run([TOOL, "--once", "--dir", "none", "--libvirt", uri,
+    p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt", uri,
                         "--idle-cpus", "8"], capture_output=True, text=True,
                        timeout=30)
     check(p.returncode == 0 and p.stdout.startswith(
@@ -600,7 +610,7 @@ def test_cli(uri):
         "there\n" % uri) and not re.search(r"^pack ", p.stdout, re.M),
           "--once --idle-cpus 8 on a host of 8 CPUs: one error line, "
           "nothing packed", p.stdout + p.stderr)
-    p = subprocess.run([TOOL, "--once", "--dir", "none", "--libvirt",
+    p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt",
                         "test:///nonexistent/node.xml"], capture_output=True,
                        text=True, timeout=30)
     check(p.returncode == 0 and p.stdout.startswith(

@@ -31,6 +31,21 @@ CONSOLIDATE = sys.argv[5]
 RESTORE_LIMIT_S = 0.1
 
 
+def state_dir(tmp, name=None):
+    """A --state-dir for one run (@name: shared by the runs that name
+    it), inside the test's temporary directory."""
+    if name is not None:
+        return os.path.join(tmp, "state-" + name)
+    return tempfile.mkdtemp(prefix="state-", dir=tmp)
+
+
+def fast(tmp):
+    """A daemon that packs and restores at once (no hysteresis), on the
+    test's shared state directory."""
+    return ["--pack-after", "0", "--restore-after", "0", "--state-dir",
+            state_dir(tmp, "daemon")]
+
+
 def status(path):
     try:
         c = Client(path, 5)
@@ -145,7 +160,7 @@ def run(tmp, full, idle_set, idle_arg):
             return all(c == idle_set for c in aff[name].values())
 
         # --dry-run: the decisions, no change
-        dry = Vm(["--dir", tmp, "--idle-cpus", idle_arg, "--dry-run"],
+        dry = Vm(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp) + ["--dry-run"],
                  exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
                  tag="sysidle-consolidate")
         said = [dry.wait_line(r"^pack %s: 3 threads -> cpus %s "
@@ -161,7 +176,7 @@ def run(tmp, full, idle_set, idle_arg):
               "\n".join(dry.lines + dry.err_lines))
 
         # the daemon
-        daemon = Vm(["--dir", tmp, "--idle-cpus", idle_arg],
+        daemon = Vm(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp),
                     exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
                     tag="sysidle-consolidate")
         t0 = time.monotonic()
@@ -276,7 +291,8 @@ def run(tmp, full, idle_set, idle_arg):
               "\n".join(daemon.lines + late.err_lines))
         n0 = len(daemon.lines)
         rc = late.stop()
-        gone = daemon.wait_line(r"^restore late: 3 threads", 5, n0)
+        gone = daemon.wait_line(r"^(restore late: 3 threads|forget late: its "
+                               r"process ended \(was packed\))", 5, n0)
         aff = vmmtest.poll_until(
             lambda: (lambda a: a if all(packed(n, a) for n in names)
                      else None)(now_aff()), 5, step=0.005)
@@ -311,7 +327,7 @@ def run(tmp, full, idle_set, idle_arg):
 
         # a CPU that does not exist: every sched_setaffinity fails, is
         # retried with back-off, then given up on; nothing changes
-        p = subprocess.run([CONSOLIDATE, "--once", "--dir", tmp,
+        p = subprocess.run([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once", "--dir", tmp,
                             "--idle-cpus", "1000"], capture_output=True,
                            text=True, timeout=30)
         out = p.stdout.splitlines()
@@ -330,7 +346,7 @@ def run(tmp, full, idle_set, idle_arg):
         # --socket PATH alone (an empty --dir): only that VM
         empty = os.path.join(tmp, "empty")
         os.mkdir(empty)
-        p = subprocess.run([CONSOLIDATE, "--once", "--dir", empty,
+        p = subprocess.run([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once", "--dir", empty,
                             "--socket", socks[1], "--idle-cpus", idle_arg],
                            capture_output=True, text=True, timeout=30)
         aff = now_aff()
@@ -344,7 +360,7 @@ def run(tmp, full, idle_set, idle_arg):
 
         # --once: packs and exits, nothing restored
         t0 = time.monotonic()
-        p = subprocess.run([CONSOLIDATE, "--once", "--dir", tmp,
+        p = subprocess.run([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once", "--dir", tmp,
                             "--idle-cpus", idle_arg], capture_output=True,
                            text=True, timeout=30)
         t_once = time.monotonic() - t0
@@ -391,7 +407,7 @@ def run_suspend(tmp, socks, busy_sock, vms, names, bst, orig, now_aff, packed,
         st = status(path)
         return st.get("paused") if st else None
 
-    daemon = Vm(["--dir", tmp, "--idle-cpus", idle_arg, "--policy",
+    daemon = Vm(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp) + ["--policy",
                  "pack,suspend", "--suspend-after", "0.3"],
                 exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
                 tag="sysidle-consolidate")

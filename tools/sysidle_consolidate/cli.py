@@ -8,8 +8,9 @@ import os
 import re
 import sys
 
-from . import plan
+from . import plan, steps
 from .common import Log, parse_cpus
+from .journal import Journal, JournalError, JournalLocked, NoJournal
 from .policy import parse_policy
 
 # The help: its first two paragraphs are the usage, the rest is --help's
@@ -133,6 +134,8 @@ Exit status (daemon): 0 done; 1 (--once only) an action was given up after its
 retries, or --libvirt without the libvirt Python binding; 2 bad usage.
 """
 
+DEFAULT_STATE_DIR = "/var/lib/sysidle/consolidate"
+
 USAGE = ("%(prog)s [--dir DIR] [--socket PATH ...] [--libvirt URI ...]\n"
          "       [--policy pack|suspend|pack,suspend] [--idle-cpus LIST]\n"
          "       [--suspend-after T] [--suspend-max T] [--interval T]\n"
@@ -148,6 +151,17 @@ def seconds(text):
     v = float(m.group(1))
     return v / 1000 if m.group(2) == "ms" else v * 60 \
         if m.group(2) == "m" else v
+
+
+def count(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError("%r is not a count (an integer >= "
+                                         "0)" % text)
+    return n
 
 
 def policies(text):
@@ -194,6 +208,23 @@ def build_parser(doc):
     ap.add_argument("--interval", type=seconds, default=0.1, metavar="T",
                     help="how often libvirt domains' states are read "
                          "(default 100 ms)")
+    ap.add_argument("--pack-after", type=seconds, default=0.5, metavar="T",
+                    help="pack a VM FULL_NOTED continuously for this long "
+                         "(default 500 ms)")
+    ap.add_argument("--restore-after", type=seconds, default=0.2,
+                    metavar="T", help="restore a packed VM out of "
+                    "FULL_NOTED continuously for this long (default 200 ms)")
+    ap.add_argument("--max-actions", type=count, default=6, metavar="N",
+                    help="at most N packs and suspends per VM in any 60 s "
+                         "(default 6; 0: no limit)")
+    ap.add_argument("--state-dir", default=DEFAULT_STATE_DIR, metavar="DIR",
+                    help="where the journal and the history are kept "
+                         "(default %(default)s; 'none': no journal)")
+    ap.add_argument("--metrics-file", metavar="PATH",
+                    help="write Prometheus text-format metrics there after "
+                         "each change (default: none)")
+    ap.add_argument("--history", action="store_true",
+                    help="print the action history of --state-dir and exit")
     ap.add_argument("--once", action="store_true",
                     help="apply the policies to the VMs fully idle now and "
                          "exit (nothing undone)")
@@ -224,15 +255,37 @@ def check(ap, args):
         ap.error("--interval %g: at least 10 ms" % args.interval)
 
 
+def open_journal(args, log):
+    """The journal --state-dir asks for (none with --dry-run, which changes
+    nothing); raises JournalLocked / JournalError."""
+    if args.state_dir in ("", "none"):
+        log("warning: --state-dir none: no journal; a run killed while VMs "
+            "are packed or suspended leaves them so")
+        return NoJournal()
+    if args.dry_run:
+        return NoJournal()
+    return Journal(args.state_dir, log)
+
+
 def run(ap, args, log):
     """The daemon or --once, as @args say. Returns the exit status."""
     from .daemon import Context, Daemon
+    from .reconcile import reconcile
     check(ap, args)
     idle = args.idle_cpus
     if idle is None:
         idle = {max(os.sched_getaffinity(0))}
+    steps.configure(warn=log)
+    try:
+        journal = open_journal(args, log)
+    except (JournalLocked, JournalError) as e:
+        sys.stderr.write("sysidle-consolidate: %s\n" % e)
+        return 1
     ctx = Context(log, args.policy, args.suspend_after, args.suspend_max,
-                  idle=idle, dry=args.dry_run, once=args.once)
+                  idle=idle, dry=args.dry_run, once=args.once,
+                  pack_after=0.0 if args.once else args.pack_after,
+                  restore_after=args.restore_after,
+                  max_actions=args.max_actions, journal=journal)
     try:
         sources = make_sources(args, ctx)
     except ImportError as e:
@@ -240,6 +293,8 @@ def run(ap, args, log):
                          "Python binding (python3-libvirt): %s\n" % e)
         return 1
     d = Daemon(ctx, sources)
+    if not args.dry_run:
+        reconcile(ctx, sources)
     if args.once:
         return d.once()
     why = d.run()

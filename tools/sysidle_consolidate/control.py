@@ -6,7 +6,7 @@ protocol").
 
 request() / status() / command(): one request on a connection of its own
 (status, pause, resume). Watch: a connection that sent {"cmd":"watch"}
-and then carries event lines; open_watch() connects it (non-blocking
+(or the filtered watch, watch_request()) and then carries event lines; open_watch() connects it (non-blocking
 afterwards) and Watch.read() returns the objects of the complete lines
 received so far.
 
@@ -157,6 +157,9 @@ class Watch:
     def fileno(self):
         return self.sock.fileno()
 
+    def peer_pid(self):
+        return peer_pid(self.sock)
+
     def close(self):
         self.sock.close()
 
@@ -197,11 +200,27 @@ class Watch:
         return out
 
 
-def open_watch(path, timeout=REQUEST_TIMEOUT_S):
-    """A Watch on @path, or raises OSError."""
+def watch_request(enter_after_ms=None, leave_after_ms=None):
+    """The watch request line: plain, or (both given) the filtered watch
+    that asks for settled full-idle edges only: {"event":"full_idle",
+    "idle":true} once the VM has been FULL_NOTED for @enter_after_ms,
+    "idle":false once it has been out of it for @leave_after_ms. A VMM
+    without the filter ignores the extra fields (its reply has no
+    "edges") and sends every state change."""
+    if enter_after_ms is None or leave_after_ms is None:
+        return b'{"cmd":"watch"}\n'
+    return _line({"cmd": "watch", "edges": "full_idle",
+                  "enter_after_ms": int(enter_after_ms),
+                  "leave_after_ms": int(leave_after_ms)})
+
+
+def open_watch(path, timeout=REQUEST_TIMEOUT_S, enter_after_ms=None,
+               leave_after_ms=None):
+    """A Watch on @path (filtered when both times are given, see
+    watch_request), or raises OSError."""
     s = _connect(path, timeout)
     try:
-        s.sendall(b'{"cmd":"watch"}\n')
+        s.sendall(watch_request(enter_after_ms, leave_after_ms))
         s.setblocking(False)
     except OSError:
         s.close()

@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """The main loop: every source's VMs followed, the policies applied, the
-retries run; --once; the exit (everything undone)."""
+retries run, the journal kept up to date; --once; the exit (everything
+undone). It sleeps in select() on what the sources hand it (sockets,
+pidfds, the inotify descriptor) with no timeout when nothing is due: a
+steady state costs no wake-up."""
 import select
 import signal
 import socket
 import time
 
+from .journal import NoJournal
 from .policy import Policy
 from .retry import Retrier
 
@@ -15,17 +19,56 @@ class Context:
     options that apply to every VM."""
 
     def __init__(self, log, policies, suspend_after=10.0, suspend_max=60.0,
-                 idle=None, dry=False, once=False):
+                 idle=None, dry=False, once=False, pack_after=0.0,
+                 restore_after=0.0, max_actions=0, journal=None,
+                 metrics=None):
         self.log = log
         self.retrier = Retrier(log)
+        self.metrics = metrics
         self.policy = Policy(policies, suspend_after, suspend_max, log,
-                             once=once)
+                             once=once, pack_after=pack_after,
+                             restore_after=restore_after,
+                             max_actions=max_actions, on_hold=self.held)
+        self.journal = journal if journal is not None else NoJournal()
         self.idle = idle            # this VMM's idle CPUs (a set)
         self.dry = dry
         self.once = once
         self.wake_rd, self.wake_wr = socket.socketpair()
         self.wake_rd.setblocking(False)
         self.wake_wr.setblocking(False)
+
+    def held(self, t, what):
+        self.count("hold", "ok")
+
+    def reconciled(self, result):
+        """One journal entry reconciled at start (adopted, restored,
+        dropped), for the metrics."""
+        if self.metrics is not None:
+            self.metrics.reconciled(result)
+
+    def count(self, action, result):
+        """One action for the metrics (pack, restore, suspend, resume, hold;
+        ok, failed, retried, gone)."""
+        if self.metrics is not None:
+            self.metrics.action(action, result)
+
+    def journal_sync(self, t):
+        """@t's journal entry made to match what is held of it: written
+        when it is packed or suspended (or its restore or resume is still
+        retried), dropped otherwise. Called BEFORE a pack or a suspend
+        acts, and after a restore or a resume completed."""
+        if self.dry or not self.journal.enabled:
+            return
+        key = t.journal_key()
+        if key is None:
+            return
+        packed = t.packed is not None or \
+            self.retrier.has(t, ("restore",))
+        suspended = t.suspended or self.retrier.has(t, ("resume",))
+        if packed or suspended:
+            self.journal.put(key, t.journal_entry(packed, suspended))
+        else:
+            self.journal.drop(key)
 
     @staticmethod
     def now():
@@ -65,21 +108,26 @@ class Daemon:
         for t in self.targets():
             ctx.policy.tick(t, now)
         ctx.retrier.run_due()
+        for t in self.targets():
+            ctx.journal_sync(t)
+        if ctx.metrics is not None:
+            ctx.metrics.update(self.targets(), ctx.journal)
         dues = [s.next_due() for s in self.sources]
         dues += [ctx.policy.next_due(t) for t in self.targets()]
         dues.append(ctx.retrier.next_due())
         dues = [d for d in dues if d is not None]
-        return min(dues) if dues else now + 1.0
+        return min(dues) if dues else None
 
     def wait(self, until):
-        """Sleeps until @until, or until a VMM socket is readable, a
-        libvirt event or a signal arrives; handles what arrived."""
+        """Sleeps until @until (None: until something arrives), or until a
+        descriptor of a source is readable, a libvirt event or a signal
+        arrives; handles what arrived."""
         fds = {}
         for s in self.sources:
             if hasattr(s, "fds"):
-                for sock, vm in s.fds().items():
-                    fds[sock] = (s, vm)
-        timeout = max(0.0, until - self.ctx.now())
+                fds.update(s.fds())
+        timeout = None if until is None else \
+            max(0.0, until - self.ctx.now())
         try:
             ready, _, _ = select.select(list(fds) + [self.ctx.wake_rd], [],
                                         [], timeout)
@@ -89,9 +137,8 @@ class Daemon:
             if r is self.ctx.wake_rd:
                 self.ctx.drain_wake()
                 continue
-            src, vm = fds[r]
-            if vm.sock is r:
-                src.readable(vm)
+            # each callback checks that its object is still the current one
+            fds[r]()
 
     def run(self, until=None):
         """Until SIGTERM / SIGINT (or the monotonic time @until: tests);
@@ -109,7 +156,7 @@ class Daemon:
             if until is not None:
                 if self.ctx.now() >= until:
                     break
-                due = min(due, until)
+                due = until if due is None else min(due, until)
             self.wait(due)
         why = signal.Signals(self.stopping).name if self.stopping else "end"
         if old is not None:
@@ -125,6 +172,13 @@ class Daemon:
         for s in self.sources:
             s.shutdown(why)
         self.ctx.retrier.finish()
+        for t in self.targets():
+            self.ctx.journal_sync(t)
+        for s in self.sources:
+            if hasattr(s, "after_shutdown"):
+                s.after_shutdown()
+        if self.ctx.metrics is not None:
+            self.ctx.metrics.update(self.targets(), self.ctx.journal)
         failed = self.ctx.retrier.errors - before
         if failed:
             self.ctx.log("exit (%s): %d actions could not be undone" %
@@ -140,4 +194,8 @@ class Daemon:
             s.once()
         if not self.ctx.dry:
             self.ctx.retrier.finish()
+        for t in self.targets():
+            self.ctx.journal_sync(t)
+        if self.ctx.metrics is not None:
+            self.ctx.metrics.update(self.targets(), self.ctx.journal)
         return 1 if self.ctx.retrier.errors else 0

@@ -26,13 +26,20 @@ tool exits, and at the latest --suspend-max seconds after it was paused;
 it then runs at least --suspend-after before it is paused again, time for
 its due timers and for its state to be published. A domain resumed by
 someone else is seen (its libvirt state) and no longer counted as
-suspended; one paused by someone else is left alone."""
+suspended; one paused by someone else is left alone.
+
+Journal: before a pack the domain's pinning (its originals) is journaled
+with packed true, before a suspend suspended true; the entry names the
+domain's UUID and its id (dom.ID(): a new run has a new one). At start an
+entry whose domain still runs with that id is adopted (its originals are
+what a restore puts back); one whose domain does not is dropped."""
 import threading
 
 import libvirt
 
-from . import urndoc
-from .common import fmt_cpus, fmt_s, mono_since
+from . import steps, urndoc
+from .common import fmt_cpus, fmt_s, mono_since, parse_cpus
+from .journal import libvirt_key
 from .policy import Target
 from .retry import Gone
 from .states import FULL_NOTED
@@ -92,7 +99,36 @@ class Domain(Target):
         self.dom = src.wrap(dom) if src.wrap else dom
         self.gen = src.gen          # the connection @dom belongs to
         self.meta_error = None
+        self.saved = None           # the pinning before the first pack
+        self.ctx = src.ctx
+        self.uuid = dom.UUIDString()
+        self.domid = dom.ID()
 
+    def journal_key(self):
+        return libvirt_key(self.src.uri, self.uuid)
+
+    def journal_entry(self, packed, suspended):
+        saved = self.packed or self.saved or {"vcpus": [], "emulator": ()}
+        return {"kind": "libvirt", "name": self.name, "uri": self.src.uri,
+                "uuid": self.uuid, "domid": self.domid,
+                "vcpus": [fmt_cpus(cpuset(m)) for m in saved["vcpus"]],
+                "emulator": fmt_cpus(cpuset(saved["emulator"])),
+                "packed": packed, "suspended": suspended}
+
+    def adopt(self, entry, ncpu):
+        """The journal's @entry of this domain: its pinning then is what a
+        restore puts back; packed and suspended as it says."""
+        def cpumap(text):
+            c = parse_cpus(text)
+            return tuple(i in c for i in range(max(ncpu, max(c) + 1)))
+        saved = {"vcpus": [cpumap(v) for v in entry.get("vcpus", [])],
+                 "emulator": cpumap(entry.get("emulator", "0"))}
+        self.saved = saved
+        if entry.get("packed"):
+            self.packed = saved
+        if entry.get("suspended"):
+            self.suspended = True
+            self.suspended_at = self.ctx.now()
     # --- state ---------------------------------------------------------
     def read_state(self):
         """(state name or None, since_unix_ms, why when None); raises Gone."""
@@ -125,6 +161,7 @@ class Domain(Target):
         label = which if which == "emulator" else "vcpu %d" % which
 
         def fn():
+            steps.step("%s (%s %s)" % (what, action, self.name))
             try:
                 src.live(self.dom, call[0], *call[1])
             except libvirt.libvirtError as e:
@@ -152,16 +189,18 @@ class Domain(Target):
             log("error %s: its pinning could not be read (%s): not packed"
                 % (self.name, err_text(e)))
             return
-        self.packed = {"vcpus": vcpus, "emulator": emu}
+        self.packed = self.saved = {"vcpus": vcpus, "emulator": emu}
         what = "%d vcpus, emulator -> cpus %s (%s)" % (
             len(vcpus), fmt_cpus(cpuset(idle)), why)
         if src.ctx.dry:
             log("pack %s: %s [dry run]" % (self.name, what))
             return
+        self.ctx.journal_sync(self)
         failed = 0
         for i in range(len(vcpus)):
             failed += not self.pin(i, idle, "pack")
         failed += not self.pin("emulator", idle, "pack")
+        self.ctx.count("pack", "retried" if failed else "ok")
         log("pack %s: %s%s" % (self.name, what, ": %d failed, retrying" %
                                failed if failed else ""))
 
@@ -184,9 +223,11 @@ class Domain(Target):
         for i, m in enumerate(vcpus):
             failed += not self.pin(i, m, "restore")
         failed += not self.pin("emulator", emu, "restore")
+        self.ctx.count("restore", "retried" if failed else "ok")
         log("restore %s: %d vcpus, emulator -> their own pinning %s (%s)%s"
             % (self.name, len(vcpus), desc, why,
                ": %d failed, retrying" % failed if failed else ""))
+        self.ctx.journal_sync(self)
 
     # --- suspend -------------------------------------------------------
     def paused(self):
@@ -213,10 +254,12 @@ class Domain(Target):
         if src.ctx.dry:
             log("suspend %s: paused (%s) [dry run]" % (self.name, why))
             return
+        self.ctx.journal_sync(self)
 
         def fn():
             try:
                 if not self.paused():
+                    steps.step("virDomainSuspend(%s)" % self.name)
                     self.dom.suspend()
             except libvirt.libvirtError as e:
                 if gone_error(e):
@@ -224,6 +267,7 @@ class Domain(Target):
                 raise
         ok = src.ctx.retrier.attempt(self, "suspend", fn, "virDomainSuspend",
                                      "paused", "suspend")
+        self.ctx.count("suspend", "ok" if ok else "retried")
         log("suspend %s: paused (%s)%s" %
             (self.name, why, "" if ok else ": failed, retrying"))
 
@@ -244,6 +288,7 @@ class Domain(Target):
         def fn():
             try:
                 if self.paused():
+                    steps.step("virDomainResume(%s)" % self.name)
                     self.dom.resume()
             except libvirt.libvirtError as e:
                 if gone_error(e):
@@ -251,8 +296,10 @@ class Domain(Target):
                 raise
         ok = src.ctx.retrier.attempt(self, "suspend", fn, "virDomainResume",
                                      "resumed", "resume", undo=True)
+        self.ctx.count("resume", "ok" if ok else "retried")
         log("resume %s: after %s s (%s)%s" %
             (self.name, fmt_s(took), why, "" if ok else ": failed, retrying"))
+        self.ctx.journal_sync(self)
 
 
 class LibvirtSource:
@@ -278,6 +325,8 @@ class LibvirtSource:
         self.kicked = False
         self.callbacks = []
         self.gen = 0                # connections opened
+        self.ncpu = 0
+        self.reconciling = {}       # uuid -> (journal key, entry)
         if events:
             self.events = start_event_loop()
 
@@ -298,6 +347,7 @@ class LibvirtSource:
             return False
         self.open_error = None
         self.conn = conn
+        self.ncpu = ncpu
         self.gen += 1
         if self.idle is None:
             cpus = [i for i, b in enumerate(online) if b] or [ncpu - 1]
@@ -408,10 +458,46 @@ class LibvirtSource:
                 except libvirt.libvirtError:
                     continue
                 log.v("%s: following domain %s" % (self.uri, d.name))
+                self.adopt(d)
             self.look(d, now)
         for uuid, d in list(self.domains.items()):
             if uuid not in seen:
                 self.forget(d, "no longer running")
+        for uuid, (key, entry) in list(self.reconciling.items()):
+            del self.reconciling[uuid]
+            log("reconcile %s: gone (domain %s id %s no longer runs): "
+                "entry dropped" % (entry.get("name"), uuid,
+                                   entry.get("domid")))
+            self.ctx.journal.drop(key)
+            self.ctx.reconciled("dropped")
+
+    def reconcile(self, key, entry):
+        """At start, the journal's @entry of this connection: settled at the
+        first listing of the running domains (adopt())."""
+        self.reconciling[entry.get("uuid")] = (key, entry)
+        return None
+
+    def adopt(self, d):
+        """The new Domain @d: the journal's entry of it taken over, when it
+        is the same run of the domain (its id)."""
+        entry = self.ctx.journal.entries.get(d.journal_key())
+        if entry is None or entry.get("kind") != "libvirt":
+            return
+        pending = self.reconciling.pop(d.uuid, None)
+        if entry.get("domid") != d.domid:
+            if pending:
+                self.ctx.log("reconcile %s: gone (domain id %s no longer "
+                             "runs, now %s): entry dropped" %
+                             (d.name, entry.get("domid"), d.domid))
+                self.ctx.reconciled("dropped")
+            self.ctx.journal.drop(d.journal_key())
+            return
+        d.adopt(entry, self.ncpu)
+        if pending:
+            held = [w for w in ("packed", "suspended") if entry.get(w)]
+            self.ctx.log("reconcile %s: adopted (%s) from the journal" %
+                         (d.name, ", ".join(held) or "nothing held"))
+            self.ctx.reconciled("adopted")
 
     def look(self, d, now):
         log = self.ctx.log
@@ -446,6 +532,7 @@ class LibvirtSource:
         d.gone = True
         d.packed = None
         d.suspended = False
+        self.ctx.journal.drop(d.journal_key())
         self.domains.pop(d.key[2], None)
         if held:
             self.ctx.log("forget %s: %s (was %s)" %

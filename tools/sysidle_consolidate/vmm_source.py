@@ -1,184 +1,38 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """This project's VMM instances, through their control sockets
 (vmm/README.md, "Control socket protocol", spoken by control.py): one
-"watch" connection per VM for its state changes; short request
-connections for "status", "pause" and "resume".
+watch connection per VM, a "status" request to learn its threads
+(vmm_target.py), short request connections for "pause" and "resume".
 
-pack: sched_setaffinity on the vCPU threads and the housekeeping thread
-named by the status; their affinity before is remembered and put back.
-suspend: {"cmd":"pause"}, and {"cmd":"resume"} when the VM wakes. The VMM
-also resumes itself when something is pending for the guest (a timer
-due, input); the watch stream's "resumed" event reports it and the VM is
-then no longer counted as suspended."""
-import errno
-import json
+The watch asks for settled full-idle edges (the filtered watch: "idle"
+true once the VM has been FULL_NOTED for --pack-after, false once it has
+been out of it for --restore-after), and the policy acts on each at once.
+A VMM without the filter (its reply has no "edges") sends every state
+change: the policy then applies the same hysteresis itself.
+
+The socket directory is watched with inotify; only when inotify cannot be
+used, or while a socket there is not connected yet, is it rescanned every
+RESCAN_S. Each VMM's pidfd is watched too: its death is seen at once and
+its threads are never touched again. So with VMs idle (or waking for less
+than --restore-after) this source causes no wake-up at all."""
 import os
-import time
 
-from . import control
-from .common import fmt_cpus, fmt_s, mono_since
-from .control import Refused, status, vm_gone, vm_tids
-from .policy import Target
-from .retry import Gone
+from . import control, steps
+from .common import fmt_cpus, mono_since, parse_cpus
+from .control import Refused, status
+from .journal import proc_start_time
 from .states import FULL_NOTED
+from .vmm_target import VmmVm
+from .watchdir import DirWatch
 
 RESCAN_S = 1.0
 
 
-def is_thread_of(pid, tid):
-    return os.path.exists("/proc/%d/task/%d" % (pid, tid))
-
-
-class VmmVm(Target):
-    """One followed socket."""
-    kind = "vmm"
-
-    def __init__(self, src, path):
-        super().__init__(("vmm", path), control.socket_name(path))
-        self.src = src
-        self.path = path
-        self.sock = None            # its control.Watch while connected
-        self.pid = None
-        self.connect_error = None
-        self.no_pause = None        # the VMM's refusal of "pause"
-        self.seen_paused = False    # its "paused" event since our pause
-
-    # --- pack ----------------------------------------------------------
-    def setaff(self, tid, cpus, action):
-        cpus = set(cpus)
-
-        def fn():
-            if self.pid is not None and not is_thread_of(self.pid, tid):
-                raise Gone("not one of its threads")
-            try:
-                os.sched_setaffinity(tid, cpus)
-            except OSError as e:
-                if e.errno == errno.ESRCH:
-                    raise Gone("no such thread")
-                raise
-        return self.src.retrier.attempt(
-            self, "thread %d" % tid, fn,
-            "thread %d: sched_setaffinity(%s)" % (tid, fmt_cpus(cpus)),
-            "thread %d -> cpus %s" % (tid, fmt_cpus(cpus)), action,
-            undo=(action == "restore"))
-
-    def do_pack(self, why):
-        src = self.src
-        if self.packed is not None:
-            return
-        try:
-            st = status(self.path)
-        except (OSError, ValueError, Refused) as e:
-            src.log("error %s: status failed, not packed (%s)" %
-                    (self.name, e))
-            return
-        self.name = st.get("name", self.name)
-        self.pid = st.get("pid") if isinstance(st.get("pid"), int) else None
-        if st.get("state") != FULL_NOTED:
-            src.log.v("%s: state is %s by now: not packed" %
-                      (self.name, st.get("state")))
-            return
-        orig = {}
-        for tid in vm_tids(st):
-            try:
-                orig[tid] = os.sched_getaffinity(tid)
-            except OSError as e:
-                src.log("error %s: thread %d: sched_getaffinity failed (%s):"
-                        " left alone" % (self.name, tid, e.strerror))
-        self.packed = orig
-        if src.dry:
-            src.log("pack %s: %d threads -> cpus %s (%s) [dry run]" %
-                    (self.name, len(orig), fmt_cpus(src.idle), why))
-            return
-        failed = sum(not self.setaff(tid, src.idle, "pack") for tid in orig)
-        src.log("pack %s: %d threads -> cpus %s (%s)%s" %
-                (self.name, len(orig), fmt_cpus(src.idle), why,
-                 ": %d failed, retrying" % failed if failed else ""))
-
-    def do_restore(self, why):
-        src = self.src
-        if self.packed is None:
-            return
-        orig, self.packed = self.packed, None
-        src.retrier.cancel(self, ("pack",))
-        if src.dry:
-            src.log("restore %s: %d threads -> their own affinity (%s) "
-                    "[dry run]" % (self.name, len(orig), why))
-            return
-        failed = sum(not self.setaff(tid, cpus, "restore")
-                     for tid, cpus in orig.items())
-        src.log("restore %s: %d threads -> their own affinity %s (%s)%s" %
-                (self.name, len(orig),
-                 " ".join("%d:%s" % (t, fmt_cpus(c)) for t, c in orig.items()),
-                 why, ": %d failed, retrying" % failed if failed else ""))
-
-    # --- suspend -------------------------------------------------------
-    def pause_req(self, cmd):
-        def fn():
-            try:
-                r = control.command(self.path, cmd)
-            except OSError as e:
-                if vm_gone(e):
-                    raise Gone(e.strerror)
-                raise
-            except Refused as e:
-                if "unknown command" in str(e):
-                    self.no_pause = str(e)
-                    return
-                raise
-            if r.get("paused") is not (cmd == "pause"):
-                # paused and already resumed by a wake source (its
-                # "resumed" event follows), or paused again by someone
-                self.src.log.v("%s: %s reply %s" %
-                               (self.name, cmd, json.dumps(r)))
-        return fn
-
-    def do_suspend(self, why):
-        src = self.src
-        if self.no_pause:
-            return
-        self.suspended = True
-        self.suspended_at = time.monotonic()
-        self.seen_paused = False
-        src.retrier.cancel(self, ("resume",))
-        if src.dry:
-            src.log("suspend %s: paused (%s) [dry run]" % (self.name, why))
-            return
-        ok = src.retrier.attempt(self, "pause", self.pause_req("pause"),
-                                 "pause request", "paused", "suspend")
-        if self.no_pause:
-            self.suspended = False
-            src.log("error %s: cannot suspend, the VMM has no pause (%s)" %
-                    (self.name, self.no_pause))
-            return
-        src.log("suspend %s: paused (%s)%s" %
-                (self.name, why, "" if ok else ": failed, retrying"))
-
-    def do_resume(self, why):
-        src = self.src
-        if not self.suspended:
-            return
-        took = time.monotonic() - (self.suspended_at or time.monotonic())
-        self.suspended = False
-        self.suspended_at = None
-        src.retrier.cancel(self, ("suspend",))
-        if src.dry:
-            src.log("resume %s: after %s s (%s) [dry run]" %
-                    (self.name, fmt_s(took), why))
-            return
-        ok = src.retrier.attempt(self, "pause", self.pause_req("resume"),
-                                 "resume request", "resumed", "resume",
-                                 undo=True)
-        src.log("resume %s: after %s s (%s)%s" %
-                (self.name, fmt_s(took), why,
-                 "" if ok else ": failed, retrying"))
-
-
 class VmmSource:
-    """Every socket *.sock in @dir (scanned again every RESCAN_S) and every
-    path in @sockets."""
+    """Every socket *.sock in @dir and every path in @sockets."""
 
     def __init__(self, ctx, dir, sockets):
+        self.ctx = ctx
         self.log = ctx.log
         self.retrier = ctx.retrier
         self.policy = ctx.policy
@@ -187,7 +41,15 @@ class VmmSource:
         self.dir = dir
         self.explicit = [os.path.abspath(p) for p in sockets]
         self.vms = {}           # path -> VmmVm
-        self.next_scan = 0.0
+        self.next_scan = 0.0    # None: nothing to rescan by time
+        self.dirty = True       # the directory changed: rescan
+        self.dirwatch = None
+        self.reconciling = set()    # journal keys awaiting their VM
+        if dir and not ctx.once:
+            self.dirwatch = DirWatch(dir)
+            if self.dirwatch.fd is None:
+                self.log.v("%s: %s: rescanned every %s s" %
+                           (dir, self.dirwatch.error, RESCAN_S))
 
     def targets(self):
         return list(self.vms.values())
@@ -203,9 +65,86 @@ class VmmSource:
                 pass
         return paths
 
+    # --- the journal -----------------------------------------------------
+    def reconcile(self, key, entry):
+        """At start, the journal's @entry (kind vmm): dropped when its
+        process is gone; restored directly from the journal when its
+        socket cannot be followed; else kept, adopted when its VM is met
+        (adopt())."""
+        name = entry.get("name", "?")
+        pid, start = entry.get("pid"), entry.get("start")
+        if not isinstance(pid, int) or proc_start_time(pid) != start:
+            self.log("reconcile %s: gone (pid %s no longer runs): entry "
+                     "dropped" % (name, pid))
+            self.ctx.journal.drop(key)
+            self.ctx.reconciled("dropped")
+            return
+        path = entry.get("socket")
+        why = None
+        if path not in self.wanted():
+            why = "its socket %s is not followed" % path
+        else:
+            try:
+                st = status(path)
+                if st.get("_peer_pid") != pid:
+                    why = "%s is served by pid %d" % (path, st["_peer_pid"])
+            except (OSError, ValueError, Refused) as e:
+                why = "%s: %s" % (path, e)
+        if why is None:
+            self.reconciling.add(key)
+            return
+        self.restore_from(entry, pid)
+        self.log("reconcile %s: restored from the journal (%s): entry "
+                 "dropped" % (name, why))
+        self.ctx.journal.drop(key)
+        self.ctx.reconciled("restored")
+
+    def restore_from(self, entry, pid):
+        """The journal's originals put back directly (threads of @pid
+        only), and a resume request if it was suspended (best effort)."""
+        if entry.get("packed"):
+            for tid, cpus in (entry.get("threads") or {}).items():
+                try:
+                    tid = int(tid)
+                    if not os.path.exists("/proc/%d/task/%d" % (pid, tid)):
+                        continue
+                    c = parse_cpus(cpus)
+                    steps.step("sched_setaffinity(%d, %s) (reconcile)" %
+                               (tid, fmt_cpus(c)))
+                    os.sched_setaffinity(tid, c)
+                except (OSError, ValueError) as e:
+                    self.log("error %s: thread %s: its affinity could not "
+                             "be restored (%s)" % (entry.get("name"), tid, e))
+        if entry.get("suspended") and entry.get("socket"):
+            try:
+                steps.step("resume request to %s (reconcile)" %
+                           entry["socket"])
+                control.command(entry["socket"], "resume")
+            except (OSError, ValueError, Refused):
+                pass
+
+    def adopt(self, vm):
+        """@vm's process is known (learn()): its journal entry, if any,
+        taken over."""
+        key = vm.journal_key()
+        entry = self.ctx.journal.entries.get(key)
+        if entry is None or entry.get("kind") != "vmm":
+            return
+        vm.adopt(entry)
+        if key in self.reconciling:
+            self.reconciling.discard(key)
+            held = [w for w in ("packed", "suspended") if entry.get(w)]
+            self.log("reconcile %s: adopted (%s) from the journal" %
+                     (vm.name, ", ".join(held) or "nothing held"))
+            self.ctx.reconciled("adopted")
+
+    # --- connections ------------------------------------------------------
     def connect(self, vm):
+        p = self.policy
         try:
-            w = control.open_watch(vm.path)
+            w = control.open_watch(vm.path,
+                                   enter_after_ms=p.pack_after * 1000,
+                                   leave_after_ms=p.restore_after * 1000)
         except OSError as e:
             if vm.connect_error != str(e):
                 self.log.v("%s: cannot connect (%s)" % (vm.path, e))
@@ -215,22 +154,47 @@ class VmmSource:
         vm.sock = w
         vm.state = None
         vm.gone = False
+        vm.settled = None
+        try:
+            vm.learn()
+        except (OSError, ValueError, Refused) as e:
+            vm.relearn = True
+            self.log.v("%s: status failed (%s): learnt at the first pack" %
+                       (vm.name, e))
         self.log.v("%s: watching %s" % (vm.name, vm.path))
 
-    def forget(self, vm, why):
-        """The watch connection is gone: undo what was done (as far as the
-        VMM is still there), then forget the VM's state."""
+    def forget(self, vm, why, died=False):
+        """The watch connection is gone (@died: its process ended): undo
+        what was done as far as the VMM is still there, then forget the
+        VM's state. A dead process's threads are never touched."""
         if vm.sock:
             vm.sock.close()
             vm.sock = None
-        self.policy.wake(vm, why)
+        if died:
+            held = [w for w, on in (("packed", vm.packed is not None),
+                                    ("suspended", vm.suspended)) if on]
+            if held:
+                self.log("forget %s: %s (was %s)" %
+                         (vm.name, why, " and ".join(held)))
+            self.retrier.cancel(vm)
+            vm.packed = None
+            vm.suspended = False
+            key = vm.journal_key()
+            if key is not None:
+                self.ctx.journal.drop(key)
+        else:
+            self.policy.wake(vm, why)
+        vm.close_pidfd()
         vm.state = None
         vm.idle_since = None
+        vm.left_since = None
         vm.acted.clear()
         vm.gone = True
+        vm.tids = None
+        vm.relearn = True
         # retries for a VM no longer followed: none if its process is gone,
         # else within their back-off
-        if vm.pid is None or not os.path.exists("/proc/%d" % vm.pid):
+        if vm.pid is None or proc_start_time(vm.pid) != vm.start:
             self.retrier.cancel(vm)
         else:
             for e in self.retrier.pending.values():
@@ -239,10 +203,14 @@ class VmmSource:
         self.log.v("%s: forgotten (%s)" % (vm.name, why))
 
     def poll(self, now):
-        """The periodic work: the directory scan."""
-        if now < self.next_scan:
+        """The directory rescan, when it changed or its timer is due."""
+        dw = self.dirwatch
+        if not self.dirty and (self.next_scan is None or
+                               now < self.next_scan):
             return
-        self.next_scan = now + RESCAN_S
+        self.dirty = False
+        if dw is not None and not dw.active:
+            dw.rearm()
         want = self.wanted()
         for path in list(self.vms):
             if path not in want:
@@ -254,13 +222,40 @@ class VmmSource:
                 vm = self.vms[path] = VmmVm(self, path)
             if vm.sock is None:
                 self.connect(vm)
+        waiting = any(vm.sock is None for vm in self.vms.values())
+        if waiting or (self.dir and (dw is None or not dw.active)):
+            self.next_scan = now + RESCAN_S
+        else:
+            self.next_scan = None
 
     def next_due(self):
-        return self.next_scan
+        return 0.0 if self.dirty else self.next_scan
 
     def fds(self):
-        return {vm.sock: vm for vm in self.vms.values() if vm.sock}
+        """What to select() on: descriptor -> what to call when readable."""
+        out = {}
+        for vm in self.vms.values():
+            if vm.sock:
+                out[vm.sock] = (lambda vm=vm, s=vm.sock:
+                                self.readable(vm) if vm.sock is s else None)
+            if vm.pidfd is not None:
+                out[vm.pidfd] = (lambda vm=vm, fd=vm.pidfd:
+                                 self.died(vm) if vm.pidfd == fd else None)
+        dw = self.dirwatch
+        if dw is not None and dw.fd is not None:
+            out[dw.fd] = self.dir_changed
+        return out
 
+    def dir_changed(self):
+        if self.dirwatch.read():
+            self.dirty = True
+
+    def died(self, vm):
+        self.log.v("%s: its process %d ended" % (vm.name, vm.pid))
+        self.forget(vm, "its process ended", died=True)
+        self.dirty = True
+
+    # --- events -------------------------------------------------------------
     def handle_line(self, vm, ev, line):
         if ev is None:
             self.log.v("%s: not JSON: %r" % (vm.name, line[:200]))
@@ -268,21 +263,14 @@ class VmmSource:
         if not isinstance(ev, dict):
             return
         if ev.get("cmd") == "watch":
-            state = ev.get("state")
-            self.log.v("%s: current state %s" % (vm.name, state))
-            if vm.suspended and ev.get("paused") is False:
-                self.log("resumed %s: by the VMM (seen on a new watch)" %
-                         vm.name)
-                self.policy.resumed_by_itself(vm, "watch")
-            self.policy.state(vm, state, mono_since(ev.get("since_unix_ms")),
-                              "current state %s" % state)
+            self.watch_reply(vm, ev)
             return
         kind = ev.get("event")
         if kind == "dropped":
             self.log.v("%s: %s events dropped: reading status" %
                        (vm.name, ev.get("count")))
             try:
-                st = status(vm.path)
+                st = vm.learn()
             except (OSError, ValueError, Refused) as e:
                 self.log("error %s: status failed (%s)" % (vm.name, e))
                 return
@@ -294,7 +282,15 @@ class VmmSource:
                               mono_since(st.get("since_unix_ms")),
                               "status after dropped events: %s" %
                               st.get("state"))
-        elif kind == "state":
+        elif kind == "full_idle":
+            since = mono_since(ev.get("since_unix_ms"))
+            if ev.get("idle") is True:
+                self.log.v("%s: full idle (settled)" % vm.name)
+                self.policy.state(vm, FULL_NOTED, since, "settled")
+            else:
+                to = ev.get("state") or "NOT"
+                self.policy.state(vm, to, since, "FULL_NOTED -> %s" % to)
+        elif kind == "state" and not vm.settled:
             self.log.v("%s: %s -> %s" % (vm.name, ev.get("from"),
                                          ev.get("to")))
             self.policy.state(vm, ev.get("to"), mono_since(ev.get("unix_ms")),
@@ -311,14 +307,36 @@ class VmmSource:
                          (vm.name, reason, ev.get("paused_ms", "?")))
                 self.retrier.cancel(vm, ("suspend",))
                 self.policy.resumed_by_itself(vm, reason)
+                self.ctx.journal_sync(vm)
             else:
                 self.log.v("%s: resumed (%s)" % (vm.name, reason))
+
+    def watch_reply(self, vm, ev):
+        """The reply to the watch request: the VM's state now; whether the
+        VMM filters (settled edges) or sends every change."""
+        state = ev.get("state")
+        vm.settled = ev.get("edges") == "full_idle"
+        if not vm.settled:
+            self.log.v("%s: the VMM has no filtered watch: hysteresis on "
+                       "its raw state changes" % vm.name)
+        self.log.v("%s: current state %s" % (vm.name, state))
+        if vm.suspended and ev.get("paused") is False:
+            self.log("resumed %s: by the VMM (seen on a new watch)" %
+                     vm.name)
+            self.policy.resumed_by_itself(vm, "watch")
+            self.ctx.journal_sync(vm)
+        since = mono_since(ev.get("since_unix_ms"))
+        if vm.settled and ev.get("full_idle") is True:
+            # FULL_NOTED for --pack-after already: act at once
+            since = min(since, mono_since(None) - self.policy.pack_after)
+        self.policy.state(vm, state, since, "current state %s" % state)
 
     def readable(self, vm):
         try:
             lines = vm.sock.read()
         except control.Closed as e:
             self.forget(vm, str(e))
+            self.dirty = True
             return
         for ev, line in lines:
             self.handle_line(vm, ev, line)
@@ -330,19 +348,19 @@ class VmmSource:
         for path in sorted(self.wanted()):
             vm = VmmVm(self, path)
             try:
-                st = status(path)
+                st = vm.learn()
             except (OSError, ValueError, Refused) as e:
                 self.log("skip %s: no status (%s)" % (vm.name, e))
                 continue
-            vm.name = st.get("name", vm.name)
+            self.vms[path] = vm
             if st.get("state") == FULL_NOTED:
-                self.vms[path] = vm
                 if st.get("paused"):
                     vm.acted.add("suspend")
                 self.policy.state(vm, FULL_NOTED,
                                   mono_since(st.get("since_unix_ms")))
             else:
                 self.log("leave %s: state %s" % (vm.name, st.get("state")))
+                vm.gone = True
 
     def shutdown(self, why):
         for vm in self.vms.values():
