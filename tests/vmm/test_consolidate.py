@@ -17,6 +17,7 @@ Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm, or
 fewer than 2 CPUs to run on)."""
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -317,6 +318,11 @@ def run(tmp, full, idle_set, idle_arg):
             print("# daemon: " + l)
         daemon = None
 
+        run_state(tmp, socks, sts, names, full, idle_set, idle_arg)
+        for name, a in orig.items():
+            for tid, cpus in a.items():
+                os.sched_setaffinity(tid, cpus)
+
         # the suspend policy, when the VMM has pause / resume
         if "paused" not in (status(socks[0]) or {}):
             print("# the VMM's status has no \"paused\": suspend checks "
@@ -394,6 +400,116 @@ def run(tmp, full, idle_set, idle_arg):
         check(all(rc == 143 for rc in rcs), "the VMs stop on SIGTERM "
               "(exit 143)", "%s\n%s" % (rcs, "\n".join(v.err for v in vms +
                                                      [busy])))
+
+
+def ctxt_switches(pid):
+    """The voluntary context switches of @pid's main thread."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    return None
+
+
+def run_state(tmp, socks, sts, names, full, idle_set, idle_arg):
+    """The hysteresis, the steady state and the journal on real VMMs, with
+    distinctive affinities of their own (vCPU 0 on the first CPU, the
+    other threads on all): a daemon with --restore-after 2s does not
+    restore a VM for a kick (a wake far shorter than 2 s); packed and
+    idle, it makes no voluntary context switch in 2 s; killed with
+    SIGKILL, a new daemon on the same --state-dir adopts the packed VMs
+    and its SIGTERM puts back exactly those affinities."""
+    own = {}
+    for st in sts:
+        for v in st["vcpus"]:
+            own[v["tid"]] = {min(full)} if v["id"] == 0 else set(full)
+        own[st["housekeeping_tid"]] = set(full)
+    for tid, cpus in own.items():
+        os.sched_setaffinity(tid, cpus)
+    args = ["--dir", "none", "--idle-cpus", idle_arg, "--pack-after", "0",
+            "--restore-after", "2s", "--state-dir",
+            state_dir(tmp, "journal")]
+    for s in socks:
+        args += ["--socket", s]
+
+    def now_own():
+        return {t: allowed_cpus(st["pid"], t) for st in sts
+                for t in [v["tid"] for v in st["vcpus"]] +
+                [st["housekeeping_tid"]]}
+
+    def all_packed():
+        return all(c == idle_set for c in now_own().values())
+    a = Vm(args, exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
+           tag="sysidle-consolidate")
+    b = None
+    try:
+        packed = vmmtest.poll_until(all_packed, 10, step=0.005)
+        check(packed, "--restore-after 2s daemon: the 3 idle VMs packed",
+              "\n".join(a.lines + a.err_lines))
+        # a kick: out of FULL_NOTED briefly (the VMM's event times)
+        w = Client(socks[0])
+        w.request({"cmd": "watch"})
+        n0 = len(a.lines)
+        c = Client(socks[0])
+        c.request({"cmd": "kick"})
+        c.close()
+        left = back = None
+        restored = False
+        end = time.monotonic() + 5
+        while time.monotonic() < end and back is None:
+            e = w.line(0.005)
+            if isinstance(e, dict) and e.get("event") == "state":
+                if e.get("from") == "FULL_NOTED" and left is None:
+                    left = e
+                elif e.get("to") == "FULL_NOTED" and left is not None:
+                    back = e
+            if left is not None and not all_packed():
+                restored = True
+        w.close()
+        out_ms = back["unix_ms"] - left["unix_ms"] if back else None
+        check(back is not None and (
+            (out_ms < 1800 and not restored and
+             a.wait_line(r"restore idle0:", 0.5, n0) is None) or
+            (out_ms >= 2000 and restored)),
+              "a kick to idle0: out of FULL_NOTED for %s ms; with "
+              "--restore-after 2s its threads stayed packed throughout "
+              "(polled every 5 ms), no restore line" % out_ms,
+              "\n".join(a.lines[n0:] + ["left %s back %s" % (left, back)]))
+        # steady state: no voluntary context switch of the daemon in 2 s
+        time.sleep(0.3)
+        c0 = ctxt_switches(a.p.pid)
+        time.sleep(2)
+        c1 = ctxt_switches(a.p.pid)
+        check(c0 is not None and c1 == c0 and all_packed(),
+              "steady state (3 idle VMs packed): the daemon's voluntary "
+              "context switches stay at %s over 2 s (now %s): no wake-up" %
+              (c0, c1), "\n".join(a.lines))
+        # SIGKILL, then a new daemon on the same --state-dir
+        a.stop(signal.SIGKILL)
+        still = all_packed()
+        b = Vm(args, exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
+               tag="sysidle-consolidate")
+        adopted = [b.wait_line(r"reconcile %s: adopted \(packed\) from the "
+                               r"journal$" % n, 10) for n in names]
+        time.sleep(0.2)
+        kept = all_packed()
+        rc = b.stop()
+        back_aff = now_own()
+        b = None
+        check(still and all(adopted) and kept and rc == 0 and
+              back_aff == own,
+              "SIGKILL while packed, a new daemon on the same --state-dir: "
+              "'reconcile NAME: adopted (packed) from the journal' for "
+              "the 3, kept packed while idle; its SIGTERM (exit %s) puts "
+              "back the exact original affinities (vCPU0 on %d only)" %
+              (rc, min(full)),
+              "\n".join(["%d: %s (want %s)" % (t, back_aff.get(t), c)
+                         for t, c in own.items()] +
+                        (adopted and [str(x) for x in adopted])))
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
 
 
 def run_suspend(tmp, socks, busy_sock, vms, names, bst, orig, now_aff, packed,
