@@ -102,6 +102,20 @@ DOMAINS = [domain_xml("web", 2, ["0", "1-2"], "3", "NOT"),
 
 
 STATE_ROOT = tempfile.TemporaryDirectory()
+LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "
+                        r"(DEBUG|INFO|WARNING|ERROR) ")
+
+
+def run_tool(argv, **kw):
+    """subprocess.run of the tool; its stdout lines without their log
+    prefix ("TIME LEVEL "), a line without one marked "NO PREFIX: "."""
+    p = subprocess.run(argv, **kw)
+    out = []
+    for line in p.stdout.splitlines():
+        m = LOG_PREFIX.match(line)
+        out.append(line[m.end():] if m else "NO PREFIX: " + line)
+    p.stdout = "".join(line + "\n" for line in out)
+    return p
 
 
 def fresh_state():
@@ -572,14 +586,14 @@ def test_cli(uri):
            ["--idle-cpus", "3-1"], ["--interval", "0"], ["--frobnicate"]]
     rcs = []
     for b in bad:
-        p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none"] + b,
+        p = run_tool([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none"] + b,
                            capture_output=True, text=True, timeout=30)
         rcs.append((b, p.returncode, p.stderr.strip().splitlines()[-1:]))
     check(all(rc == 2 and err and "error" in err[0] for _, rc, err in rcs),
           "bad options (%s): exit 2 with a message" %
           ", ".join(" ".join(b) for b in bad),
           "\n".join("%s: %s %s" % x for x in rcs))
-    p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt", uri,
+    p = run_tool([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt", uri,
                         "--idle-cpus", "6-7", "--policy", "pack,suspend",
                         "--suspend-after", "1m"],
                        capture_output=True, text=True, timeout=30)
@@ -594,7 +608,7 @@ def test_cli(uri):
           all(any(re.fullmatch(w, l) for l in out) for w in want),
           "--once --libvirt %s: exit %d, its decisions printed" %
           (uri.split("/")[-1], p.returncode), p.stdout + p.stderr)
-    p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dry-run", "--dir", "none",
+    p = run_tool([TOOL, "--state-dir", fresh_state(), "--once", "--dry-run", "--dir", "none",
                         "--libvirt", uri], capture_output=True, text=True,
                        timeout=30)
     check(p.returncode == 0 and re.search(
@@ -602,7 +616,7 @@ def test_cli(uri):
         r"\[dry run\]$", p.stdout, re.M),
           "--once --dry-run, default idle CPU: the host's last online CPU "
           "(the test driver reports 0,2,4 online)", p.stdout + p.stderr)
-    p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt", uri,
+    p = run_tool([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt", uri,
                         "--idle-cpus", "8"], capture_output=True, text=True,
                        timeout=30)
     check(p.returncode == 0 and p.stdout.startswith(
@@ -610,7 +624,7 @@ def test_cli(uri):
         "there\n" % uri) and not re.search(r"^pack ", p.stdout, re.M),
           "--once --idle-cpus 8 on a host of 8 CPUs: one error line, "
           "nothing packed", p.stdout + p.stderr)
-    p = subprocess.run([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt",
+    p = run_tool([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none", "--libvirt",
                         "test:///nonexistent/node.xml"], capture_output=True,
                        text=True, timeout=30)
     check(p.returncode == 0 and p.stdout.startswith(

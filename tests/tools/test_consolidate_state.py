@@ -14,6 +14,7 @@ usage: test_consolidate_state.py TOOLS_DIR
 on stdout; exit 0 when every check passes, 77 with fewer than 2 CPUs."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,8 @@ import time
 from edge_vmm import EdgeVmm
 from tap import check, finish
 
-from sysidle_consolidate import common, daemon, journal, policy, reconcile
+from sysidle_consolidate import common, daemon, journal, logsetup, policy
+from sysidle_consolidate import reconcile
 from sysidle_consolidate import vmm_source
 from sysidle_consolidate.states import FULL_NOTED
 
@@ -312,6 +314,38 @@ def test_kill_at(tmp, orig, idle):
     f.close()
 
 
+def test_history(tmp):
+    d = os.path.join(tmp, "h")
+    os.mkdir(d)
+    logsetup.setup(False)
+    logsetup.add_history(d)
+    path = os.path.join(d, "history.log")
+    with open(path, "w") as f:
+        f.write("x" * (logsetup.HISTORY_MAX - 10) + "\n")
+    log = common.Log()
+    log("pack vm: 3 threads -> cpus 1 (FULL_NOTED)")
+    log.v("not in the history")
+    with open(path) as f:
+        new = f.read()
+    old_size = os.path.getsize(path + ".1")
+    p = subprocess.run([TOOL, "--history", "--state-dir", d],
+                       capture_output=True, text=True, timeout=30)
+    check(old_size == logsetup.HISTORY_MAX - 9 and
+          re.fullmatch(r"\d{4}-\d\d-\d\dT[0-9:.]{12}Z INFO pack vm: 3 "
+                       r"threads -> cpus 1 \(FULL_NOTED\)\n", new) and
+          p.returncode == 0 and p.stdout.endswith(new) and
+          len(p.stdout) == old_size + len(new),
+          "history: an action line appended with its time; at 1 MiB the "
+          "file becomes history.log.1; --history prints both", new)
+    q = subprocess.run([TOOL, "--state-dir", "none", "--dir", "none",
+                        "--once"], capture_output=True, text=True,
+                       timeout=30, env=dict(os.environ, JOURNAL_STREAM="8:9"))
+    check(q.returncode == 0 and q.stdout.startswith(
+        "<4>warning: --state-dir none: no journal"),
+          "JOURNAL_STREAM set: syslog priority prefixes, no time ('%s')" %
+          q.stdout.strip(), q.stdout + q.stderr)
+
+
 def main():
     full = os.sched_getaffinity(0)
     if len(full) < 2:
@@ -323,6 +357,7 @@ def main():
         test_journal(tmp)
         test_reconcile(tmp, orig, idle)
         test_kill_at(tmp, orig, idle)
+        test_history(tmp)
     return finish()
 
 

@@ -16,6 +16,7 @@ usage: test_consolidate_watch.py TOOLS_DIR
 TAP on stdout; exit 0 when every check passes, 77 with fewer than 2
 CPUs."""
 import os
+import re
 import sys
 import tempfile
 import time
@@ -23,16 +24,41 @@ import time
 from edge_vmm import EdgeVmm, now_ms
 from tap import check, finish
 
-from sysidle_consolidate import common, daemon, vmm_source
+from sysidle_consolidate import common, daemon, metrics, vmm_source
 from sysidle_consolidate.states import FULL_NOTED
 
 
+def parse_metrics(path):
+    """A Prometheus text file -> ({"name{labels}": value}, {name: type},
+    [names with HELP]); ValueError on a line that is none of these."""
+    samples, types, helps = {}, {}, []
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("# HELP "):
+                helps.append(line.split()[2])
+            elif line.startswith("# TYPE "):
+                _, _, name, kind = line.split()
+                types[name] = kind
+            else:
+                m = re.fullmatch(r'([a-z_]+)(\{[a-z_]+="[a-z_]+"'
+                                 r'(,[a-z_]+="[a-z_]+")*\})? '
+                                 r'([0-9.]+)', line)
+                if not m:
+                    raise ValueError("bad line %r" % line)
+                samples[m.group(1) + (m.group(2) or "")] = float(m.group(4))
+    return samples, types, helps
+
+
 class Run:
-    def __init__(self, path, idle, pack_after=0.5, restore_after=0.2):
+    def __init__(self, path, idle, pack_after=0.5, restore_after=0.2,
+                 metrics_file=None):
         self.lines = []
+        m = metrics.Metrics(metrics_file) if metrics_file else None
         self.ctx = daemon.Context(common.Log(verbose=True, out=self.lines),
                                   {"pack"}, idle=idle, pack_after=pack_after,
-                                  restore_after=restore_after, max_actions=6)
+                                  restore_after=restore_after, max_actions=6,
+                                  metrics=m)
         self.src = vmm_source.VmmSource(self.ctx, None, [path])
         self.d = daemon.Daemon(self.ctx, [self.src])
         self.due = self.d.step()
@@ -63,7 +89,8 @@ def test_filtered(tmp, orig, idle):
     f = EdgeVmm(os.path.join(tmp, "e.sock"), "edge")
     for t in f.tids():
         os.sched_setaffinity(t, orig)
-    r = Run(f.path, idle)
+    mfile = os.path.join(tmp, "m.prom")
+    r = Run(f.path, idle, metrics_file=mfile)
     r.until(lambda: f.watchers, 3)
     req = (f.watch_requests() or [{}])[0]
     check(req == {"cmd": "watch", "edges": "full_idle",
@@ -82,6 +109,29 @@ def test_filtered(tmp, orig, idle):
           "idle:true (FULL_NOTED for 500 ms, as the VMM says): packed at "
           "once (%.0f ms, not another --pack-after), no status request, "
           "nothing due afterwards (%s)" % (t_pack * 1000, due), r.text())
+    P = "sysidle_consolidate_"
+    try:
+        s, types, helps = parse_metrics(mfile)
+        bad = None
+    except (OSError, ValueError) as e:
+        s, types, helps, bad = {}, {}, [], str(e)
+    names = ["vms", "actions_total", "journal_entries", "reconcile_total",
+             "last_action_timestamp_seconds", "start_time_seconds",
+             "settled_edges"]
+    check(bad is None and all(P + n in types and P + n in helps
+                              for n in names) and
+          types[P + "actions_total"] == "counter" and
+          s.get(P + 'vms{state="watched"}') == 1 and
+          s.get(P + 'vms{state="packed"}') == 1 and
+          s.get(P + 'actions_total{action="pack",result="ok"}') == 1 and
+          s.get(P + 'actions_total{action="restore",result="ok"}') == 0 and
+          s.get(P + 'settled_edges{watch="filtered"}') == 1 and
+          s.get(P + 'settled_edges{watch="raw"}') == 0 and
+          s.get(P + "last_action_timestamp_seconds", 0) > 0 and
+          not os.path.exists(mfile + ".tmp"),
+          "--metrics-file: HELP and TYPE for each metric; 1 VM watched "
+          "and packed, 1 pack ok, followed with the filtered watch",
+          bad or open(mfile).read())
     t0 = time.monotonic()
     f.full_idle(False, now_ms() - 200)
     back = r.until(lambda: aff() == [orig] * 3, 2)

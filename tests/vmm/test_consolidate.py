@@ -32,6 +32,42 @@ CONSOLIDATE = sys.argv[5]
 RESTORE_LIMIT_S = 0.1
 
 
+LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "
+                        r"(DEBUG|INFO|WARNING|ERROR) ")
+unprefixed = []     # the tool's stdout lines without the log prefix
+
+
+def strip_prefix(line):
+    """A line of the tool's log without its "TIME LEVEL " prefix (noted in
+    unprefixed when it has none)."""
+    m = LOG_PREFIX.match(line)
+    if not m:
+        unprefixed.append(line)
+        return line
+    return line[m.end():]
+
+
+class Tool(Vm):
+    """sysidle-consolidate in the background: its stdout lines in .lines
+    without their log prefix."""
+
+    def __init__(self, args, **kw):
+        super().__init__(args, exe=CONSOLIDATE, **kw)
+
+    @staticmethod
+    def _read(stream, lines):
+        for line in stream:
+            lines.append(strip_prefix(line.rstrip("\n")))
+
+
+def run_tool(argv, **kw):
+    """subprocess.run of the tool; its stdout without the log prefixes."""
+    p = subprocess.run(argv, **kw)
+    p.stdout = "".join(strip_prefix(l) + "\n"
+                       for l in p.stdout.splitlines())
+    return p
+
+
 def state_dir(tmp, name=None):
     """A --state-dir for one run (@name: shared by the runs that name
     it), inside the test's temporary directory."""
@@ -161,9 +197,9 @@ def run(tmp, full, idle_set, idle_arg):
             return all(c == idle_set for c in aff[name].values())
 
         # --dry-run: the decisions, no change
-        dry = Vm(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp) + ["--dry-run"],
-                 exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
-                 tag="sysidle-consolidate")
+        dry = Tool(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp) +
+                   ["--dry-run"], stdin=subprocess.DEVNULL,
+                   tag="sysidle-consolidate")
         said = [dry.wait_line(r"^pack %s: 3 threads -> cpus %s "
                               r"\(FULL_NOTED\) \[dry run\]" % (n, idle_arg),
                               10) for n in names]
@@ -177,9 +213,8 @@ def run(tmp, full, idle_set, idle_arg):
               "\n".join(dry.lines + dry.err_lines))
 
         # the daemon
-        daemon = Vm(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp),
-                    exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
-                    tag="sysidle-consolidate")
+        daemon = Tool(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp),
+                      stdin=subprocess.DEVNULL, tag="sysidle-consolidate")
         t0 = time.monotonic()
         aff = vmmtest.poll_until(
             lambda: (lambda a: a if all(packed(n, a) for n in names)
@@ -288,7 +323,7 @@ def run(tmp, full, idle_set, idle_arg):
             r"^pack late: 3 threads -> cpus %s \(FULL_NOTED\)$" % idle_arg,
             5) is not None,
               "a VM started later (new socket in the directory): found and "
-              "packed %.1f s after its start (rescan every 1 s)" % t_late,
+              "packed %.1f s after its start (inotify on the directory)" % t_late,
               "\n".join(daemon.lines + late.err_lines))
         n0 = len(daemon.lines)
         rc = late.stop()
@@ -333,9 +368,9 @@ def run(tmp, full, idle_set, idle_arg):
 
         # a CPU that does not exist: every sched_setaffinity fails, is
         # retried with back-off, then given up on; nothing changes
-        p = subprocess.run([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once", "--dir", tmp,
-                            "--idle-cpus", "1000"], capture_output=True,
-                           text=True, timeout=30)
+        p = run_tool([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once",
+                      "--dir", tmp, "--idle-cpus", "1000"],
+                      capture_output=True, text=True, timeout=30)
         out = p.stdout.splitlines()
         aff = now_aff()
         check(p.returncode == 1 and aff == orig and
@@ -352,9 +387,9 @@ def run(tmp, full, idle_set, idle_arg):
         # --socket PATH alone (an empty --dir): only that VM
         empty = os.path.join(tmp, "empty")
         os.mkdir(empty)
-        p = subprocess.run([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once", "--dir", empty,
-                            "--socket", socks[1], "--idle-cpus", idle_arg],
-                           capture_output=True, text=True, timeout=30)
+        p = run_tool([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once",
+                      "--dir", empty, "--socket", socks[1], "--idle-cpus",
+                      idle_arg], capture_output=True, text=True, timeout=30)
         aff = now_aff()
         check(p.returncode == 0 and packed(names[1], aff) and
               all(aff[n] == orig[n] for n in orig if n != names[1]) and
@@ -366,9 +401,9 @@ def run(tmp, full, idle_set, idle_arg):
 
         # --once: packs and exits, nothing restored
         t0 = time.monotonic()
-        p = subprocess.run([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once", "--dir", tmp,
-                            "--idle-cpus", idle_arg], capture_output=True,
-                           text=True, timeout=30)
+        p = run_tool([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once",
+                      "--dir", tmp, "--idle-cpus", idle_arg],
+                      capture_output=True, text=True, timeout=30)
         t_once = time.monotonic() - t0
         aff = now_aff()
         check(p.returncode == 0 and all(packed(n, aff) for n in names) and
@@ -393,6 +428,9 @@ def run(tmp, full, idle_set, idle_arg):
               (bst2 and bst2["counters"]["full_idle_periods"] -
                bst["counters"]["full_idle_periods"]),
               "%s\n%s" % (bst["counters"], bst2 and bst2["counters"]))
+        check(not unprefixed, "every line of the tool's log starts with "
+              "'TIME LEVEL ' (2026-12-04T17:30:00.123Z INFO)",
+              "\n".join(unprefixed))
     finally:
         if daemon is not None:
             daemon.stop()
@@ -439,8 +477,7 @@ def run_state(tmp, socks, sts, names, full, idle_set, idle_arg):
 
     def all_packed():
         return all(c == idle_set for c in now_own().values())
-    a = Vm(args, exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
-           tag="sysidle-consolidate")
+    a = Tool(args, stdin=subprocess.DEVNULL, tag="sysidle-consolidate")
     b = None
     try:
         packed = vmmtest.poll_until(all_packed, 10, step=0.005)
@@ -487,8 +524,7 @@ def run_state(tmp, socks, sts, names, full, idle_set, idle_arg):
         # SIGKILL, then a new daemon on the same --state-dir
         a.stop(signal.SIGKILL)
         still = all_packed()
-        b = Vm(args, exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
-               tag="sysidle-consolidate")
+        b = Tool(args, stdin=subprocess.DEVNULL, tag="sysidle-consolidate")
         adopted = [b.wait_line(r"reconcile %s: adopted \(packed\) from the "
                                r"journal$" % n, 10) for n in names]
         time.sleep(0.2)
@@ -523,10 +559,9 @@ def run_suspend(tmp, socks, busy_sock, vms, names, bst, orig, now_aff, packed,
         st = status(path)
         return st.get("paused") if st else None
 
-    daemon = Vm(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp) + ["--policy",
-                 "pack,suspend", "--suspend-after", "0.3"],
-                exe=CONSOLIDATE, stdin=subprocess.DEVNULL,
-                tag="sysidle-consolidate")
+    daemon = Tool(["--dir", tmp, "--idle-cpus", idle_arg] + fast(tmp) +
+                  ["--policy", "pack,suspend", "--suspend-after", "0.3"],
+                  stdin=subprocess.DEVNULL, tag="sysidle-consolidate")
     try:
         ok = vmmtest.poll_until(lambda: all(paused(s) for s in socks), 10,
                                 step=0.01)

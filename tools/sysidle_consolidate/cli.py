@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from . import plan, steps
+from . import logsetup, plan, steps
 from .common import Log, parse_cpus
 from .journal import Journal, JournalError, JournalLocked, NoJournal
 from .policy import parse_policy
@@ -281,11 +281,18 @@ def run(ap, args, log):
     except (JournalLocked, JournalError) as e:
         sys.stderr.write("sysidle-consolidate: %s\n" % e)
         return 1
+    if journal.enabled:
+        logsetup.add_history(journal.dir)
+    metrics = None
+    if args.metrics_file:
+        from .metrics import Metrics
+        metrics = Metrics(args.metrics_file)
     ctx = Context(log, args.policy, args.suspend_after, args.suspend_max,
                   idle=idle, dry=args.dry_run, once=args.once,
                   pack_after=0.0 if args.once else args.pack_after,
                   restore_after=args.restore_after,
-                  max_actions=args.max_actions, journal=journal)
+                  max_actions=args.max_actions, journal=journal,
+                  metrics=metrics)
     try:
         sources = make_sources(args, ctx)
     except ImportError as e:
@@ -308,7 +315,11 @@ def main(argv=None):
     parser = build_parser(HELP)
     plan.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.history:
+        return logsetup.print_history(args.state_dir)
+    plain = bool(args.hosts or args.plan_input)
+    logsetup.setup(args.verbose, plain=plain)
     log = Log(args.verbose)
-    if args.hosts or args.plan_input:
+    if plain:
         return plan.run(args, log)
     return run(parser, args, log)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """What the parts of sysidle-consolidate share: the log (one line per
-action on stdout, "# " comments with --verbose) and CPU lists."""
-import sys
+action, "# " comments with --verbose; its format: logsetup.py) and CPU
+lists."""
+import logging
 import time
 
 from .states import STATES
@@ -10,24 +11,24 @@ __all__ = ["STATES", "Log", "parse_cpus", "fmt_cpus", "fmt_s", "mono_since"]
 
 
 class Log:
-    """Writes one line per action to @out (default stdout), flushed at once;
-    vlog() lines only with @verbose, prefixed "# "."""
+    """One line per action through the logger of logsetup.py (its level
+    from the message: logsetup.level_of), or appended to the list @out
+    (tests); v() lines only with @verbose, prefixed "# ", at DEBUG."""
 
     def __init__(self, verbose=False, out=None):
         self.verbose = verbose
         self.out = out          # a list: the lines are appended to it
 
-    def __call__(self, msg):
+    def __call__(self, msg, level=None):
         if isinstance(self.out, list):
             self.out.append(msg)
             return
-        out = self.out or sys.stdout
-        out.write(msg + "\n")
-        out.flush()
+        from .logsetup import LOGGER, level_of
+        logging.getLogger(LOGGER).log(level or level_of(msg), msg)
 
     def v(self, msg):
         if self.verbose:
-            self("# " + msg)
+            self("# " + msg, logging.DEBUG)
 
 
 def parse_cpus(text):

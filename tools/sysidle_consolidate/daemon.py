@@ -23,8 +23,8 @@ class Context:
                  restore_after=0.0, max_actions=0, journal=None,
                  metrics=None):
         self.log = log
-        self.retrier = Retrier(log)
         self.metrics = metrics
+        self.retrier = Retrier(log, self.count)
         self.policy = Policy(policies, suspend_after, suspend_max, log,
                              once=once, pack_after=pack_after,
                              restore_after=restore_after,

@@ -31,8 +31,9 @@ class Entry:
 
 
 class Retrier:
-    def __init__(self, log):
+    def __init__(self, log, count=None):
         self.log = log
+        self.count = count      # count(action, result) for the metrics
         self.pending = {}       # (target key, item) -> Entry
         self.errors = 0         # actions given up on
 
@@ -57,6 +58,8 @@ class Retrier:
             self.log.v("%s: %s is gone: nothing to do (%s)" %
                        (e.target.name, e.item, g))
             self.pending.pop(key, None)
+            if self.count:
+                self.count(e.action, "gone")
             return True
         except Exception as ex:      # noqa: BLE001 (every failure retried)
             reason = getattr(ex, "strerror", None) or str(ex) or \
@@ -67,6 +70,8 @@ class Retrier:
                             e.action))
                 self.pending.pop(key, None)
                 self.errors += 1
+                if self.count:
+                    self.count(e.action, "failed")
                 return False
             delay = DELAYS_S[e.attempt] if e.attempt < len(DELAYS_S) \
                 else UNDO_DELAY_S
