@@ -89,6 +89,8 @@ def test_filtered(tmp, orig, idle):
     f = EdgeVmm(os.path.join(tmp, "e.sock"), "edge")
     for t in f.tids():
         os.sched_setaffinity(t, orig)
+    # FULL_NOTED when the watch connects, but not for 500 ms yet
+    f.state, f.since = FULL_NOTED, now_ms()
     mfile = os.path.join(tmp, "m.prom")
     r = Run(f.path, idle, metrics_file=mfile)
     r.until(lambda: f.watchers, 3)
@@ -98,6 +100,13 @@ def test_filtered(tmp, orig, idle):
           "the watch request asks for settled edges: %s" % req)
     n_status = statuses(f)
     aff = lambda: [os.sched_getaffinity(t) for t in f.tids()]  # noqa: E731
+    early = r.until(lambda: aff() == [idle] * 3, 0.7)
+    due = r.d.step()
+    check(not early and due is None,
+          "settled edges, FULL_NOTED at connection but \"full_idle\": "
+          "false: no timer of its own (its edge decides), not packed "
+          "after 700 ms", r.text())
+    f.state = "NOT"
     t0 = time.monotonic()
     f.full_idle(True, now_ms() - 500)
     packed = r.until(lambda: aff() == [idle] * 3, 2)

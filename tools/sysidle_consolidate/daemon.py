@@ -62,9 +62,11 @@ class Context:
         key = t.journal_key()
         if key is None:
             return
-        packed = t.packed is not None or \
+        failed = getattr(t, "failed_undo", ())
+        packed = t.packed is not None or "restore" in failed or \
             self.retrier.has(t, ("restore",))
-        suspended = t.suspended or self.retrier.has(t, ("resume",))
+        suspended = t.suspended or "resume" in failed or \
+            self.retrier.has(t, ("resume",))
         if packed or suspended:
             self.journal.put(key, t.journal_entry(packed, suspended))
         else:

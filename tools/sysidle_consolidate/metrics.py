@@ -44,7 +44,9 @@ class Metrics:
             self.reconcile[result] += 1
 
     def render(self, targets, journal):
-        live = [t for t in targets if not t.gone]
+        # followed: not forgotten, and (this VMM) its watch connected
+        live = [t for t in targets
+                if not t.gone and getattr(t, "sock", True) is not None]
         vms = {"watched": len(live),
                "packed": sum(t.packed is not None for t in live),
                "suspended": sum(bool(t.suspended) for t in live)}

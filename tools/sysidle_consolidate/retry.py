@@ -19,6 +19,7 @@ import time
 
 DELAYS_S = [0.01, 0.05, 0.2, 0.5, 1.0]
 UNDO_DELAY_S = 1.0
+UNDO_ACTIONS = ("restore", "resume")
 
 
 class Gone(Exception):
@@ -45,6 +46,8 @@ class Retrier:
         Replaces a pending retry of the same item. Returns True when done
         (or nothing left to do), False when queued for retry."""
         self.pending.pop((target.key, item), None)
+        if action in UNDO_ACTIONS:
+            getattr(target, "failed_undo", set()).discard(action)
         e = Entry()
         e.target, e.item, e.fn, e.what, e.done = target, item, fn, what, done
         e.action, e.undo, e.attempt, e.due = action, undo, 0, 0.0
@@ -70,6 +73,10 @@ class Retrier:
                             e.action))
                 self.pending.pop(key, None)
                 self.errors += 1
+                if e.action in UNDO_ACTIONS:
+                    # the journal keeps what could not be given back
+                    e.target.failed_undo = getattr(
+                        e.target, "failed_undo", set()) | {e.action}
                 if self.count:
                     self.count(e.action, "failed")
                 return False

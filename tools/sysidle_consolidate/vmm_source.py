@@ -16,6 +16,7 @@ RESCAN_S. Each VMM's pidfd is watched too: its death is seen at once and
 its threads are never touched again. So with VMs idle (or waking for less
 than --restore-after) this source causes no wake-up at all."""
 import os
+import select
 
 from . import control, steps
 from .common import fmt_cpus, mono_since, parse_cpus
@@ -26,6 +27,10 @@ from .vmm_target import VmmVm
 from .watchdir import DirWatch
 
 RESCAN_S = 1.0
+FIRST_RETRY_S = 0.05
+# the policy's state of a VM FULL_NOTED for less than --pack-after, with
+# settled edges (not idle yet)
+UNSETTLED = "FULL_NOTED (not yet settled)"
 
 
 class VmmSource:
@@ -149,8 +154,10 @@ class VmmSource:
             if vm.connect_error != str(e):
                 self.log.v("%s: cannot connect (%s)" % (vm.path, e))
             vm.connect_error = str(e)
+            vm.connect_tries += 1
             return
         vm.connect_error = None
+        vm.connect_tries = 0
         vm.sock = w
         vm.state = None
         vm.gone = False
@@ -222,11 +229,13 @@ class VmmSource:
                 vm = self.vms[path] = VmmVm(self, path)
             if vm.sock is None:
                 self.connect(vm)
-        waiting = any(vm.sock is None for vm in self.vms.values())
-        if waiting or (self.dir and (dw is None or not dw.active)):
-            self.next_scan = now + RESCAN_S
-        else:
-            self.next_scan = None
+        # a socket just created may not listen yet: tried again after 50,
+        # 100, 200, ... ms, then every RESCAN_S
+        waits = [min(RESCAN_S, FIRST_RETRY_S * 2 ** (vm.connect_tries - 1))
+                 for vm in self.vms.values() if vm.sock is None]
+        if self.dir and (dw is None or not dw.active):
+            waits.append(RESCAN_S)
+        self.next_scan = now + min(waits) if waits else None
 
     def next_due(self):
         return 0.0 if self.dirty else self.next_scan
@@ -249,6 +258,13 @@ class VmmSource:
     def dir_changed(self):
         if self.dirwatch.read():
             self.dirty = True
+
+    @staticmethod
+    def is_dead(vm):
+        """True when @vm's process has ended (its pidfd is readable)."""
+        if vm.pidfd is None:
+            return False
+        return bool(select.select([vm.pidfd], [], [], 0)[0])
 
     def died(self, vm):
         self.log.v("%s: its process %d ended" % (vm.name, vm.pid))
@@ -278,18 +294,25 @@ class VmmSource:
                 self.log("resumed %s: by the VMM (seen in its status)" %
                          vm.name)
                 self.policy.resumed_by_itself(vm, "status")
-            self.policy.state(vm, st.get("state"),
-                              mono_since(st.get("since_unix_ms")),
-                              "status after dropped events: %s" %
-                              st.get("state"))
+            self.settled_state(vm, st.get("state"),
+                               mono_since(st.get("since_unix_ms")),
+                               "status after dropped events: %s" %
+                               st.get("state"))
         elif kind == "full_idle":
-            since = mono_since(ev.get("since_unix_ms"))
+            # the VMM applied the hold: a since a few ms short of it (the
+            # clocks' rounding) must not cost a timer wake-up
+            now = mono_since(None)
+            since = mono_since(ev.get("since_unix_ms"), now)
             if ev.get("idle") is True:
                 self.log.v("%s: full idle (settled)" % vm.name)
-                self.policy.state(vm, FULL_NOTED, since, "settled")
+                self.policy.state(vm, FULL_NOTED,
+                                  min(since, now - self.policy.pack_after),
+                                  "settled", now)
             else:
                 to = ev.get("state") or "NOT"
-                self.policy.state(vm, to, since, "FULL_NOTED -> %s" % to)
+                self.policy.state(vm, to,
+                                  min(since, now - self.policy.restore_after),
+                                  "FULL_NOTED -> %s" % to, now)
         elif kind == "state" and not vm.settled:
             self.log.v("%s: %s -> %s" % (vm.name, ev.get("from"),
                                          ev.get("to")))
@@ -329,13 +352,28 @@ class VmmSource:
         if vm.settled and ev.get("full_idle") is True:
             # FULL_NOTED for --pack-after already: act at once
             since = min(since, mono_since(None) - self.policy.pack_after)
+        elif vm.settled and state == FULL_NOTED:
+            # not for --pack-after yet: its idle:true edge will come (or,
+            # if it wakes first, nothing will): no timer of our own
+            state, since = UNSETTLED, None
         self.policy.state(vm, state, since, "current state %s" % state)
+
+    def settled_state(self, vm, state, since, why):
+        """A raw @state since @since (a status) given to the policy; with
+        settled edges, FULL_NOTED counts only after --pack-after (the
+        VMM's edge will say so)."""
+        if vm.settled and state == FULL_NOTED and \
+                since > mono_since(None) - self.policy.pack_after:
+            state, since = UNSETTLED, None
+        self.policy.state(vm, state, since, why)
 
     def readable(self, vm):
         try:
             lines = vm.sock.read()
         except control.Closed as e:
-            self.forget(vm, str(e))
+            # a VMM that died closed its socket too: its threads are not
+            # touched (a tid of a dead process may be reused)
+            self.forget(vm, str(e), died=self.is_dead(vm))
             self.dirty = True
             return
         for ev, line in lines:

@@ -47,6 +47,7 @@ class VmmVm(Target):
         self.orig = {}              # tid -> its own affinity (first pack)
         self.settled = None         # the VMM's filtered watch: True/False
         self.connect_error = None
+        self.connect_tries = 0      # failed connections in a row
         self.no_pause = None        # the VMM's refusal of "pause"
         self.seen_paused = False    # its "paused" event since our pause
 
