@@ -80,6 +80,8 @@ from tap import check, skip  # noqa: E402
 
 SKIP = 77
 NS = "urn:sysidle:1"
+# sysidle-consolidate's log prefix, "2026-12-04T17:30:00.123Z INFO "
+LOGP = r"^\S+ [A-Z]+ "
 BOOT_TIMEOUT_S = 120
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 10
@@ -568,7 +570,8 @@ def steps(libvirt, lv, conn, tmp, kernel, bridge, consolidate, helpers):
         os.makedirs(novmm, exist_ok=True)
         rc, out = run_tool([sys.executable, consolidate, "--libvirt", lv.uri,
                             "--dir", novmm, "--once", "--idle-cpus",
-                            str(idle)])
+                            str(idle), "--state-dir",
+                            os.path.join(tmp, "consolidate-once")])
         diag(out.strip())
         after = dom.vcpuPinInfo(libvirt.VIR_DOMAIN_AFFECT_LIVE)
         check(rc == 0 and all(cpus(m) == [idle] for m in after),
@@ -719,6 +722,8 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
     t0 = time.monotonic()
     cons = start_daemon(
         [sys.executable, consolidate, "--libvirt", lv.uri, "--dir", novmm,
+         "--state-dir", os.path.join(tmp, "consolidate-state"),
+         "--pack-after", "0", "--restore-after", "0",
          "--policy", "pack,suspend", "--idle-cpus", str(idle),
          "--suspend-after", "%gs" % SUSPEND_AFTER_S,
          "--suspend-max", "%gs" % SUSPEND_MAX_S, "--interval", "100ms",
@@ -758,7 +763,8 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
             pinning(libvirt, dom)), DAEMON_S, POLL_S)
         t_pack = time.time()
         line = poll_until(lambda: re.search(
-            r"^pack %s: .*$" % re.escape(name), read(clog), re.M),
+            LOGP + r"pack %s: .*$" % re.escape(name), read(clog),
+            re.M),
             DAEMON_S if pin else 0, POLL_S)
         done(pin is not None and line is not None,
              "%.2f s after FULL_NOTED: %s; %s" % (
@@ -778,7 +784,8 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
         since = since_s(ms[1]) if ms and ms[0] == "FULL_NOTED" else None
         if ok:
             line = poll_until(lambda: re.search(
-                r"^suspend %s: paused .*$" % re.escape(name), read(clog),
+                LOGP + r"suspend %s: paused .*$" % re.escape(name),
+                read(clog),
                 re.M), DAEMON_S, POLL_S)
             dt = t_pause_w - (since or t_full)
             ok = line is not None and since is not None and \
@@ -831,7 +838,8 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
             skip_to_stop("the domain was not resumed")
         else:
             line = poll_until(lambda: re.search(
-                r"^resume %s: after .*$" % re.escape(name), read(clog),
+                LOGP + r"resume %s: after .*$" % re.escape(name),
+                read(clog),
                 re.M), DAEMON_S, POLL_S)
             dt = resumed - t_pause
             # longest reading (not early), shortest (not late)
@@ -857,7 +865,7 @@ def daemons(libvirt, lv, conn, tmp, dom, name, bridge, consolidate, helpers,
             # test saw: waited for (bounded) before it is counted.
 
             def suspend_lines():
-                return len(re.findall(r"^suspend %s: paused " %
+                return len(re.findall(LOGP + r"suspend %s: paused " %
                                       re.escape(name), read(clog), re.M))
             poll_until(lambda: suspend_lines() >= 2, DAEMON_S, POLL_S)
             n = suspend_lines()
