@@ -81,6 +81,7 @@ class Journal:
         self.tmp = self.path + ".tmp"
         self.log = log
         self.writes = 0
+        self.error = None           # the last write's failure
         try:
             os.makedirs(self.dir, mode=0o700, exist_ok=True)
             self.lock_fd = os.open(os.path.join(self.dir, "lock"),
@@ -138,7 +139,21 @@ class Journal:
             self.write()
 
     def write(self):
-        """The entries to disk, atomically (see the module's comment)."""
+        """The entries to disk, atomically (see the module's comment). A
+        failure (a full disk) is logged once per reason and the run goes
+        on; the next change writes everything again."""
+        try:
+            self._write()
+        except OSError as e:
+            if self.error != str(e):
+                self.error = str(e)
+                if self.log:
+                    self.log("error journal %s: not written (%s)" %
+                             (self.path, e))
+            return
+        self.error = None
+
+    def _write(self):
         data = json.dumps({"version": VERSION, "entries": self.entries},
                           indent=1, sort_keys=True) + "\n"
         steps.step("journal write: %s (%d entries)" %
