@@ -50,6 +50,7 @@ except ImportError as e:
     sys.exit(77)
 
 from sysidle_consolidate import common, daemon, policy  # noqa: E402
+from sysidle_consolidate import journal, reconcile  # noqa: E402
 from sysidle_consolidate import libvirt_source, vmm_source  # noqa: E402
 
 NS = "urn:sysidle:1"
@@ -571,6 +572,71 @@ def test_dry(uri):
           "nothing paused", r.text())
 
 
+def test_reconcile(uri):
+    """A journal left by a run killed while cold was packed: cold still
+    runs with the same id (adopted: the journaled pinning is what its
+    restore puts back, not the packed one it has now), web's entry names
+    another run of it (dropped), an entry of a connection not followed is
+    kept."""
+    state = fresh_state()
+    j = journal.Journal(state)
+    lines = []
+    ctx = daemon.Context(common.Log(out=lines), policy.parse_policy("pack"),
+                         idle=IDLE, journal=j)
+    src = libvirt_source.LibvirtSource(ctx, uri, idle=IDLE, interval=0.02,
+                                       events=False)
+    src.open()
+    conn = src.conn
+    cold, web = conn.lookupByName("cold"), conn.lookupByName("web")
+    mask = tuple(i in IDLE for i in range(8))
+    own = ([cpus(m) for m in cold.vcpuPinInfo(0)],
+           cpus(cold.emulatorPinInfo(0)))
+    for i in range(2):
+        cold.pinVcpuFlags(i, mask, 0)
+    cold.pinEmulator(mask, 0)
+    base = {"kind": "libvirt", "uri": uri, "packed": True,
+            "suspended": False}
+    j.put(journal.libvirt_key(uri, cold.UUIDString()), dict(
+        base, name="cold", uuid=cold.UUIDString(), domid=cold.ID(),
+        vcpus=[common.fmt_cpus(c) for c in own[0]],
+        emulator=common.fmt_cpus(own[1])))
+    j.put(journal.libvirt_key(uri, web.UUIDString()), dict(
+        base, name="web", uuid=web.UUIDString(), domid=web.ID() + 100,
+        vcpus=["0", "1"], emulator="0"))
+    j.put("libvirt:test:///elsewhere:x", dict(
+        base, name="far", uri="test:///elsewhere", uuid="x", domid=1,
+        vcpus=["0"], emulator="0"))
+    d = daemon.Daemon(ctx, [src])
+    reconcile.reconcile(ctx, [src])
+    d.step()
+    pins = lambda n: ([cpus(m) for m in conn.lookupByName(n).vcpuPinInfo(
+        0)], cpus(conn.lookupByName(n).emulatorPinInfo(0)))  # noqa: E731
+    kept = pins("cold") == ([IDLE, IDLE], IDLE)
+    check(kept and "reconcile cold: adopted (packed) from the journal" in
+          lines and any(l.startswith("reconcile web: gone (domain id %d "
+                                     % (web.ID() + 100)) for l in lines) and
+          "reconcile far: kept (its connection test:///elsewhere is not "
+          "followed: --libvirt test:///elsewhere)" in lines and
+          sorted(e["name"] for e in j.entries.values()) == ["cold", "far"],
+          "reconcile: cold (same id) adopted and kept packed while idle, "
+          "web (another id) dropped, another connection's entry kept",
+          "\n".join(lines))
+    cold.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+                     '<state name="NOT" num="0" since_unix_ms="%d"/>' %
+                     int(time.time() * 1000), "sysidle", NS, 0)
+    end = time.monotonic() + 3
+    while time.monotonic() < end and pins("cold") != own:
+        d.wait(time.monotonic() + STEP)
+        d.step()
+    check(pins("cold") == own and
+          sorted(e["name"] for e in j.entries.values()) == ["far"],
+          "the adopted domain woke: its journaled pinning %s back (not the "
+          "packed one), its entry dropped" % fmt_pins(own),
+          "\n".join(lines + [fmt_pins(pins("cold"))]))
+    j.close()
+    src.close()
+
+
 def test_cli(uri):
     p = subprocess.run([TOOL, "--help"], capture_output=True, text=True,
                        timeout=30)
@@ -934,7 +1000,8 @@ def main():
             f.write(NODE % "\n  ".join(DOMAINS))
         uri = "test://" + node
         for t in [test_pack, test_events, test_suspend, test_suspend_max,
-                  test_vanish, test_retry, test_dry, test_cli]:
+                  test_vanish, test_retry, test_dry, test_reconcile,
+                  test_cli]:
             try:
                 t(uri)
             except Exception as e:      # noqa: BLE001 (one failed check)
