@@ -73,6 +73,7 @@ class Target:
         self.gone = False
         self.actions = collections.deque()  # monotonic times: packs, suspends
         self.held = None            # the action held by --max-actions
+        self.wake_why = None        # the reason of the restore to come
 
     # --- implemented by the sources ------------------------------------
     def do_pack(self, why):
@@ -194,7 +195,7 @@ class Policy:
         if t.state != FULL_NOTED:
             if t.packed is not None and t.left_since is not None and \
                     now >= t.left_since + self.restore_after:
-                t.do_restore(getattr(t, "wake_why", None) or "woke")
+                t.do_restore(t.wake_why or "woke")
             return
         if self.pack and t.packed is None and "pack" not in t.acted and \
                 t.idle_since is not None and \

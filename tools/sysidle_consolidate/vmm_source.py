@@ -18,9 +18,9 @@ than --restore-after) this source causes no wake-up at all."""
 import os
 import select
 
-from . import control, steps
-from .common import fmt_cpus, mono_since, parse_cpus
-from .control import Refused, status
+from . import control
+from .common import mono_since
+from .control import Refused
 from .journal import proc_start_time
 from .states import FULL_NOTED
 from .vmm_target import VmmVm
@@ -72,61 +72,9 @@ class VmmSource:
 
     # --- the journal -----------------------------------------------------
     def reconcile(self, key, entry):
-        """At start, the journal's @entry (kind vmm): dropped when its
-        process is gone; restored directly from the journal when its
-        socket cannot be followed; else kept, adopted when its VM is met
-        (adopt())."""
-        name = entry.get("name", "?")
-        pid, start = entry.get("pid"), entry.get("start")
-        if not isinstance(pid, int) or proc_start_time(pid) != start:
-            self.log("reconcile %s: gone (pid %s no longer runs): entry "
-                     "dropped" % (name, pid))
-            self.ctx.journal.drop(key)
-            self.ctx.reconciled("dropped")
-            return
-        path = entry.get("socket")
-        why = None
-        if path not in self.wanted():
-            why = "its socket %s is not followed" % path
-        else:
-            try:
-                st = status(path)
-                if st.get("_peer_pid") != pid:
-                    why = "%s is served by pid %d" % (path, st["_peer_pid"])
-            except (OSError, ValueError, Refused) as e:
-                why = "%s: %s" % (path, e)
-        if why is None:
-            self.reconciling.add(key)
-            return
-        self.restore_from(entry, pid)
-        self.log("reconcile %s: restored from the journal (%s): entry "
-                 "dropped" % (name, why))
-        self.ctx.journal.drop(key)
-        self.ctx.reconciled("restored")
-
-    def restore_from(self, entry, pid):
-        """The journal's originals put back directly (threads of @pid
-        only), and a resume request if it was suspended (best effort)."""
-        if entry.get("packed"):
-            for tid, cpus in (entry.get("threads") or {}).items():
-                try:
-                    tid = int(tid)
-                    if not os.path.exists("/proc/%d/task/%d" % (pid, tid)):
-                        continue
-                    c = parse_cpus(cpus)
-                    steps.step("sched_setaffinity(%d, %s) (reconcile)" %
-                               (tid, fmt_cpus(c)))
-                    os.sched_setaffinity(tid, c)
-                except (OSError, ValueError) as e:
-                    self.log("error %s: thread %s: its affinity could not "
-                             "be restored (%s)" % (entry.get("name"), tid, e))
-        if entry.get("suspended") and entry.get("socket"):
-            try:
-                steps.step("resume request to %s (reconcile)" %
-                           entry["socket"])
-                control.command(entry["socket"], "resume")
-            except (OSError, ValueError, Refused):
-                pass
+        """At start, the journal's @entry (kind vmm): see reconcile.py."""
+        from .reconcile import reconcile_vmm
+        reconcile_vmm(self, key, entry)
 
     def adopt(self, vm):
         """@vm's process is known (learn()): its journal entry, if any,
@@ -339,7 +287,8 @@ class VmmSource:
         VMM filters (settled edges) or sends every change."""
         state = ev.get("state")
         vm.settled = ev.get("edges") == "full_idle"
-        if not vm.settled:
+        if not vm.settled and not vm.told_raw:
+            vm.told_raw = True
             self.log.v("%s: the VMM has no filtered watch: hysteresis on "
                        "its raw state changes" % vm.name)
         self.log.v("%s: current state %s" % (vm.name, state))

@@ -46,6 +46,7 @@ class VmmVm(Target):
         self.relearn = True         # learn() before the next action
         self.orig = {}              # tid -> its own affinity (first pack)
         self.settled = None         # the VMM's filtered watch: True/False
+        self.told_raw = False       # its lack of the filter logged
         self.connect_error = None
         self.connect_tries = 0      # failed connections in a row
         self.no_pause = None        # the VMM's refusal of "pause"
