@@ -10,11 +10,17 @@ exits. Affinities are read from /proc/PID/task/TID/status. With a VMM
 that has pause / resume (its status has "paused"), the suspend policy too:
 --policy pack,suspend --suspend-after 0.3 pauses the idle VMs, a serial
 byte makes the VMM resume itself (reported), idle again it is paused
-again, SIGTERM resumes them all.
+again, SIGTERM resumes them all. The consolidator's state: with
+--restore-after 2s a kick restores nothing; with idle VMs packed it makes
+no context switch in 2 s; killed with SIGKILL, a new one on the same
+--state-dir adopts the packed VMs and its SIGTERM puts back their
+distinctive original affinities; what --once packed is journaled and a
+later daemon restores it. Every log line has its "TIME LEVEL " prefix.
 
 usage: test_consolidate.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL TOOL
 Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm, or
 fewer than 2 CPUs to run on)."""
+import json
 import os
 import re
 import signal
@@ -401,7 +407,8 @@ def run(tmp, full, idle_set, idle_arg):
 
         # --once: packs and exits, nothing restored
         t0 = time.monotonic()
-        p = run_tool([CONSOLIDATE, "--state-dir", state_dir(tmp), "--once",
+        once_dir = state_dir(tmp, "once")
+        p = run_tool([CONSOLIDATE, "--state-dir", once_dir, "--once",
                       "--dir", tmp, "--idle-cpus", idle_arg],
                       capture_output=True, text=True, timeout=30)
         t_once = time.monotonic() - t0
@@ -413,6 +420,8 @@ def run(tmp, full, idle_set, idle_arg):
               "--once: exit %d after %.0f ms, the 3 idle VMs packed and "
               "left packed, the busy VM untouched" %
               (p.returncode, t_once * 1000), p.stdout + p.stderr)
+        once_then_daemon(tmp, once_dir, vms, sts, names, orig, now_aff,
+                         packed, idle_arg)
         for name, a in orig.items():
             for tid, cpus in a.items():
                 try:
@@ -438,6 +447,53 @@ def run(tmp, full, idle_set, idle_arg):
         check(all(rc == 143 for rc in rcs), "the VMs stop on SIGTERM "
               "(exit 143)", "%s\n%s" % (rcs, "\n".join(v.err for v in vms +
                                                      [busy])))
+
+
+def cpu_list(cpus):
+    """{0, 1, 2, 5} -> "0-2,5" (as the tool writes CPU lists)."""
+    out = []
+    for c in sorted(cpus):
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in out)
+
+
+def once_then_daemon(tmp, once_dir, vms, sts, names, orig, now_aff, packed,
+                     idle_arg):
+    """What --once packed is in its journal (the originals); a daemon on
+    the same --state-dir adopts the VMs, restores idle0 when it wakes (a
+    serial byte) and the other two at its SIGTERM."""
+    try:
+        with open(os.path.join(once_dir, "journal.json")) as f:
+            entries = json.load(f)["entries"]
+    except (OSError, ValueError) as e:
+        entries = {"error": str(e)}
+    want = {st["name"]: {str(t): cpu_list(orig[st["name"]][t])
+                         for _, t in threads(st)} for st in sts
+            if st["name"] in names}
+    got = {e.get("name"): e.get("threads") for e in entries.values()
+           if isinstance(e, dict) and e.get("packed")}
+    check(got == want,
+          "--once journals what it packed: an entry per VM, packed, with "
+          "its threads' original affinities", json.dumps(entries))
+    d = Tool(["--dir", tmp, "--idle-cpus", idle_arg, "--pack-after", "0",
+              "--restore-after", "0", "--state-dir", once_dir],
+             stdin=subprocess.DEVNULL, tag="sysidle-consolidate")
+    adopted = [d.wait_line(r"^reconcile %s: adopted \(packed\) from the "
+                           r"journal$" % n, 10) for n in names]
+    vms[0].send("x")
+    woke = vmmtest.poll_until(lambda: now_aff()[names[0]] ==
+                              orig[names[0]], 5, step=0.005)
+    others = all(packed(n, now_aff()) for n in names[1:])
+    rc = d.stop()
+    aff = now_aff()
+    check(all(adopted) and woke and others and rc == 0 and
+          all(aff[n] == orig[n] for n in names),
+          "a daemon on --once's --state-dir: the 3 VMs adopted, idle0 "
+          "restored when it wakes, the others at SIGTERM (exit %s), all "
+          "on their original affinity" % rc, "\n".join(d.lines + d.err_lines))
 
 
 def ctxt_switches(pid):
