@@ -27,8 +27,9 @@ FULL_NOTED):
   (default /run/sysidle, watched with inotify: a new socket is seen at
   once; --dir none: no directory) and every --socket PATH, one "watch"
   connection each (vmm/README.md, "Control socket protocol"). A socket
-  that does not answer yet is tried again every second (and the whole
-  directory is rescanned every second when inotify cannot be used);
+  that does not answer yet is tried again after 50 ms, 100 ms, ... and
+  then every second while it does not (and the whole directory is
+  rescanned every second when inotify cannot be used);
 - libvirt domains: the running domains of each --libvirt URI; their idle
   state is what the libvirt bridge publishes in their metadata (namespace
   urn:sysidle:1, element <state name=.. num=.. since_unix_ms=..>), read
