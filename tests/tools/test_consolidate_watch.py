@@ -17,6 +17,7 @@ TAP on stdout; exit 0 when every check passes, 77 with fewer than 2
 CPUs."""
 import os
 import re
+import socket
 import sys
 import tempfile
 import time
@@ -52,14 +53,15 @@ def parse_metrics(path):
 
 class Run:
     def __init__(self, path, idle, pack_after=0.5, restore_after=0.2,
-                 metrics_file=None):
+                 metrics_file=None, dir=None):
         self.lines = []
         m = metrics.Metrics(metrics_file) if metrics_file else None
         self.ctx = daemon.Context(common.Log(verbose=True, out=self.lines),
                                   {"pack"}, idle=idle, pack_after=pack_after,
                                   restore_after=restore_after, max_actions=6,
                                   metrics=m)
-        self.src = vmm_source.VmmSource(self.ctx, None, [path])
+        self.src = vmm_source.VmmSource(self.ctx, dir,
+                                        [path] if path else [])
         self.d = daemon.Daemon(self.ctx, [self.src])
         self.due = self.d.step()
 
@@ -206,6 +208,42 @@ def test_fallback(tmp, orig, idle):
     f.close()
 
 
+def test_stale_socket(tmp, idle):
+    """A dead VMM's socket left in the watched directory is retried at
+    most once a minute (no wake-up a second for ever); a VMM that starts
+    on that path is followed at once all the same (inotify)."""
+    sockdir = os.path.join(tmp, "socks")
+    os.mkdir(sockdir)
+    path = os.path.join(sockdir, "stale.sock")
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(path)
+    dead.close()                # the file stays: nobody listens
+    r = Run(None, idle, dir=sockdir)
+    vm = r.until(lambda: r.src.vms.get(path), 3)
+    tries = r.until(lambda: vm is not None and vm.connect_tries >= 3 and
+                    vm.connect_tries, 3)
+    vm.connect_tries = 20       # as after some minutes of refusals
+    r.d.step()
+    r.src.dirty = False
+    r.src.poll(time.monotonic() + 1000)     # one more refused attempt
+    wait = r.src.next_due() - (time.monotonic() + 1000)
+    r.src.explicit.append("/explicit.sock")
+    explicit_cap = r.src.retry_cap("/explicit.sock")
+    r.src.explicit.pop()
+    check(tries and 50 <= wait <= 61 and explicit_cap == vmm_source.RESCAN_S,
+          "a refusing socket in the watched directory: tried again after "
+          "%.0f s (at most once a minute; an explicit --socket every %g s)"
+          % (wait, vmm_source.RESCAN_S))
+    os.unlink(path)
+    f = EdgeVmm(path, "reborn")
+    t0 = time.monotonic()
+    ok = r.until(lambda: f.watchers, 2)
+    check(ok, "a VMM started on that path is watched %.0f ms later, not a "
+          "minute later" % ((time.monotonic() - t0) * 1000), r.text())
+    r.d.finish("SIGTERM")
+    f.close()
+
+
 def main():
     full = os.sched_getaffinity(0)
     if len(full) < 2:
@@ -215,6 +253,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_filtered(tmp, orig, idle)
         test_fallback(tmp, orig, idle)
+        test_stale_socket(tmp, idle)
     return finish()
 
 

@@ -27,9 +27,11 @@ FULL_NOTED):
   (default /run/sysidle, watched with inotify: a new socket is seen at
   once; --dir none: no directory) and every --socket PATH, one "watch"
   connection each (vmm/README.md, "Control socket protocol"). A socket
-  that does not answer yet is tried again after 50 ms, 100 ms, ... and
-  then every second while it does not (and the whole directory is
-  rescanned every second when inotify cannot be used);
+  that does not answer yet is tried again after 50 ms, 100 ms, ...,
+  then every second (a --socket PATH) or every minute (a socket in the
+  watched DIR: a VMM that starts there creates its socket anew, which
+  inotify reports at once); the whole directory is rescanned every
+  second when inotify cannot be used;
 - libvirt domains: the running domains of each --libvirt URI; their idle
   state is what the libvirt bridge publishes in their metadata (namespace
   urn:sysidle:1, element <state name=.. num=.. since_unix_ms=..>), read

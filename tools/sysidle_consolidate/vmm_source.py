@@ -28,6 +28,10 @@ from .watchdir import DirWatch
 
 RESCAN_S = 1.0
 FIRST_RETRY_S = 0.05
+# a socket of the watched directory that refuses connections (a VMM that
+# died without removing it) is tried again at most this often: a VMM
+# starting there creates its socket anew, and inotify says so at once
+STALE_RETRY_S = 60.0
 # the policy's state of a VM FULL_NOTED for less than --pack-after, with
 # settled edges (not idle yet)
 UNSETTLED = "FULL_NOTED (not yet settled)"
@@ -163,7 +167,7 @@ class VmmSource:
         if not self.dirty and (self.next_scan is None or
                                now < self.next_scan):
             return
-        self.dirty = False
+        changed, self.dirty = self.dirty, False
         if dw is not None and not dw.active:
             dw.rearm()
         want = self.wanted()
@@ -176,14 +180,28 @@ class VmmSource:
             if vm is None:
                 vm = self.vms[path] = VmmVm(self, path)
             if vm.sock is None:
+                if changed:
+                    # the directory changed: maybe a new VMM on an old
+                    # socket's path; its back-off starts again
+                    vm.connect_tries = 0
                 self.connect(vm)
         # a socket just created may not listen yet: tried again after 50,
-        # 100, 200, ... ms, then every RESCAN_S
-        waits = [min(RESCAN_S, FIRST_RETRY_S * 2 ** (vm.connect_tries - 1))
+        # 100, 200, ... ms, then every retry_cap()
+        waits = [min(self.retry_cap(vm.path),
+                     FIRST_RETRY_S * 2 ** (vm.connect_tries - 1))
                  for vm in self.vms.values() if vm.sock is None]
         if self.dir and (dw is None or not dw.active):
             waits.append(RESCAN_S)
         self.next_scan = now + min(waits) if waits else None
+
+    def retry_cap(self, path):
+        """The longest wait between two connection attempts to @path:
+        STALE_RETRY_S in a directory inotify watches (its new sockets are
+        seen at once), else RESCAN_S."""
+        dw = self.dirwatch
+        if dw is not None and dw.active and path not in self.explicit:
+            return STALE_RETRY_S
+        return RESCAN_S
 
     def next_due(self):
         return 0.0 if self.dirty else self.next_scan
