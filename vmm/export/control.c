@@ -275,11 +275,12 @@ static void control_expire_silent(uint64_t now)
 }
 
 /* Export thread: how long poll() may wait before a silent client's time
- * is up, in ms; -1 (for ever) when no client is silent, so an idle VM's
- * export thread still sleeps. */
+ * is up or a filtered watcher's edge falls due, in ms (the edges already
+ * due are sent here); -1 (for ever) when there is neither, so an idle
+ * VM's export thread still sleeps. */
 int control_poll_timeout(void)
 {
-	uint64_t now = now_ns(), first = UINT64_MAX;
+	uint64_t now = now_ns(), first = UINT64_MAX, end;
 
 	for (unsigned int i = 0; i < ctl.nclients; i++) {
 		struct client *c = ctl.clients[i];
@@ -288,6 +289,9 @@ int control_poll_timeout(void)
 		if (client_silent(c) && end < first)
 			first = end;
 	}
+	end = edges_due(now);
+	if (end < first)
+		first = end;
 	if (first == UINT64_MAX)
 		return -1;
 	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
@@ -418,12 +422,43 @@ void control_handle(struct pollfd *fds, int n)
 	}
 }
 
-/* Export thread: @ev as one line to every watcher. */
+/* Export thread (see control_client.h). */
+void client_event(struct client *c, const char *s, size_t len)
+{
+	struct json_object *d = NULL;
+	const char *ds = NULL;
+	size_t dlen = 0;
+
+	if (c->out_off < c->out_len)
+		client_flush(c);
+	if (c->dead)
+		return;
+	if (c->dropped) {
+		d = control_dropped_json(c->dropped);
+		ds = json_object_to_json_string_length(d, JSON_FLAGS, &dlen);
+	}
+	if ((c->dropped && !ds) ||
+	    !client_room(c, (ds ? dlen + 1 : 0) + len + 1)) {
+		c->dropped++;
+		/* relaxed: a statistic, see control_watch_dropped. */
+		__atomic_fetch_add(&ctl.watch_dropped, 1, __ATOMIC_RELAXED);
+	} else {
+		if (ds)
+			client_append(c, ds, dlen);
+		client_append(c, s, len);
+		c->dropped = 0;
+		client_flush(c);
+	}
+	json_object_put(d);
+}
+
+/* Export thread: @ev as one line to every watcher; a filtered watcher
+ * gets its state changes through its filter instead. */
 void control_broadcast(const struct vm_event *ev)
 {
-	struct json_object *o, *d;
-	const char *s, *ds;
-	size_t len, dlen;
+	struct json_object *o;
+	const char *s;
+	size_t len;
 
 	ctl.accept_paused = false;
 	if (!ctl.nclients)
@@ -437,32 +472,10 @@ void control_broadcast(const struct vm_event *ev)
 
 		if (c->dead || !c->watch)
 			continue;
-		if (c->out_off < c->out_len)
-			client_flush(c);
-		if (c->dead)
-			continue;
-		d = NULL;
-		ds = NULL;
-		dlen = 0;
-		if (c->dropped) {
-			d = control_dropped_json(c->dropped);
-			ds = json_object_to_json_string_length(d, JSON_FLAGS,
-							       &dlen);
-		}
-		if ((c->dropped && !ds) ||
-		    !client_room(c, (ds ? dlen + 1 : 0) + len + 1)) {
-			c->dropped++;
-			/* relaxed: a statistic, see control_watch_dropped. */
-			__atomic_fetch_add(&ctl.watch_dropped, 1,
-					   __ATOMIC_RELAXED);
-		} else {
-			if (ds)
-				client_append(c, ds, dlen);
-			client_append(c, s, len);
-			c->dropped = 0;
-			client_flush(c);
-		}
-		json_object_put(d);
+		if (c->edges && ev->kind == VM_EV_STATE)
+			edges_state(c, ev);
+		else
+			client_event(c, s, len);
 	}
 	json_object_put(o);
 }

@@ -39,6 +39,13 @@ struct client {
 	uint64_t pause_want; /* a "pause" reply waits for this pause_completed()
 			      * value, 0: none */
 	struct json_object *pause_id; /* its request's "id" (a reference) */
+	/* A filtered watch ("edges":"full_idle", control_edges.c): */
+	bool edges;          /* settled full-idle edges only, no state events */
+	bool edge_idle;      /* the status last reported */
+	bool edge_in;        /* in FULL_NOTED, as the last event said */
+	int edge_state;      /* the state the last event went to */
+	uint64_t edge_since_ns; /* when edge_in last changed (monotonic) */
+	uint64_t enter_ns, leave_ns; /* its enter_after_ms, leave_after_ms */
 	size_t in_len;
 	char in[CONTROL_LINE_MAX + 1];
 	char *out;      /* queued output: out[out_off .. out_len) */
@@ -74,6 +81,25 @@ void client_reply(struct client *c, struct json_object *obj);
 /* An error reply; @id (borrowed, may be NULL) copied. */
 void client_error(struct client *c, struct json_object *id,
 		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Queue the event line @s (@len bytes) for the watcher @c, behind a
+ * "dropped" line if it missed some; an event that does not fit is counted
+ * as dropped. */
+void client_event(struct client *c, const char *s, size_t len);
+
+/* control_edges.c */
+/* Parse a filtered watch request @req into @c; NULL when it is one (or
+ * not filtered), else the error text. */
+const char *edges_parse(struct client *c, struct json_object *req);
+/* Set up @c's filter from the status @st at the watch reply; adds
+ * "full_idle" and the parameters to the reply @r. */
+void edges_start(struct client *c, const struct vm_status *st,
+		 struct json_object *r);
+/* A state event for a filtered watcher. */
+void edges_state(struct client *c, const struct vm_event *ev);
+/* The filtered watchers' edges that fall due at @now: sent. Returns the
+ * earliest deadline still pending (UINT64_MAX: none). */
+uint64_t edges_due(uint64_t now);
 
 /* control_request.c: one request line (@len bytes, no newline); serve the complete lines @c has buffered, up to a
  * "pause" whose reply must come first; send a "pause" reply once the

@@ -113,6 +113,13 @@ void client_request(struct client *c, const char *line, size_t len)
 		json_object_object_add(r, "vm", status_object());
 		client_reply(c, r);
 	} else if (!strcmp(cmd, "watch")) {
+		const char *bad = edges_parse(c, req);
+
+		if (bad) {
+			client_error(c, id, "%s", bad);
+			json_object_put(req);
+			return;
+		}
 		vm_status_read(ctl.vm, ctl.st);
 		r = reply_ok(cmd, id);
 		json_object_object_add(r, "state", json_object_new_string(
@@ -121,6 +128,8 @@ void client_request(struct client *c, const char *line, size_t len)
 			json_object_new_uint64(ctl.st->since_unix_ms));
 		json_object_object_add(r, "paused",
 				       json_object_new_boolean(ctl.st->paused));
+		if (c->edges)
+			edges_start(c, ctl.st, r);
 		c->watch = true;
 		client_reply(c, r);
 	} else if (!strcmp(cmd, "kick")) {
