@@ -1,36 +1,40 @@
 #!/usr/bin/env python3
-"""What consolidation (tools/sysidle-consolidate, the pack policy) changes for
-idle VMs: the host CPUs their threads run on and the host's wake-ups.
+"""When consolidation (tools/sysidle-consolidate, the pack policy) pays: the
+host CPU time, the wake-ups and the CPUs that idle VMs cost with and
+without it, and what their guests see.
 
-8 VMs of 2 vCPUs (--vms, --vcpus) under this VMM, each with its own
---control socket in a temporary directory, measured over a --window second
-steady window, without consolidation and with the pack daemon
-(`sysidle-consolidate --dir TMP --idle-cpus LAST`, LAST = the last CPU this
-process may run on). Setups (--setups), interleaved in one run, --repeat
-times, in this order:
+8 VMs of 2 vCPUs (--vms, --vcpus) under this VMM with --sysidle, each with
+its own --control socket in a temporary directory, measured over a
+--window second steady window. Workloads:
 
-  none               no VM at all: the shared host's own background, to
-                     read the host-wide figures against ("above none")
-  idle/vmm           idle.elf hz=250 (every vCPU halts, CPU 0 keeps a 250 Hz
-                     tick): the issue's idle VMs, no --sysidle
-  idle/vmm+pack      the same with the pack daemon. It acts only on VMs in
-                     FULL_NOTED, which needs --sysidle: it packs nothing
-                     here; shown because it is the issue's literal pair
-  idle/sysidle       idle.elf hz=250 under --sysidle: FULL_NOTED, tick
-                     stopped, nothing in the VM wakes during the window
-  idle/sysidle+pack  the same, packed
-  job/sysidle        burst.elf period=1000 duty=0 hz=250 under --sysidle: an
-                     idle guest that still wakes once a second on its own
-                     one-shot LAPIC timer (a tiny job on a random vCPU, an
-                     IPI when that is vCPU 1), FULL_NOTED between rounds
-  job/sysidle+pack   the same with the pack daemon: packed while FULL_NOTED,
-                     restored at each wake-up, packed again after it
+  idle       idle.elf hz=250: every vCPU halts, pv tick: FULL_NOTED, the
+             tick stopped, nothing in the VM wakes
+  idletick   idle.elf hz=250 tick=lapic: the guest's own periodic LAPIC
+             tick at 250 Hz (a guest that never heard of the pv tick); the
+             VM stays FULL_NOTED while every tick is delivered, so it
+             burns a little CPU while fully idle
+  job1hz     burst.elf period=1000 duty=0: a tiny job once a second on a
+             random vCPU (its one-shot LAPIC timer; an IPI when that is
+             vCPU 1), FULL_NOTED between jobs; report=5
+  job10hz    the same ten times a second (period=100); report=50
+  busy1      VM 0 busy all the time (burst.elf period=100 duty=100),
+             the 7 others as idle
 
-Before the window: every VM booted (all vCPU threads started); --sysidle
-VMs seen in FULL_NOTED at least once; with pack, every VM reported packed
-by the daemon ("pack NAME: ..." on its stdout) with its vCPU and
-housekeeping threads' affinity read back as the idle CPU; then --settle
-seconds.
+Setups, per workload W: W/nopack (no daemon), W/pack (the tool, --tool,
+with --state-dir in the run's directory and --pack-args), and with
+--old-tool PATH, W/pack-old (an older tool, e.g. a copy of an older
+tree's tools/, started with --dir and --idle-cpus only); "none" is no VM
+at all, the shared host's own background. All interleaved in one run,
+--repeat times, the order rotated at each repeat.
+
+Before the window: every VM booted (all vCPU threads started) and seen in
+FULL_NOTED at least once (the busy VM excepted); with pack, every VM that
+the workload expects packed (idle, idletick, job1hz: all; busy1: all but
+the busy one; job10hz: none is waited for, its idle periods are shorter
+than the tool's --pack-after) reported packed by the daemon ("pack NAME:
+..." on its stdout, after its time and level if it prints them) with its
+vCPU and housekeeping threads' affinity read back as the idle CPU; then
+--settle seconds.
 
 "Ran on" (method): for every thread of every VM process (/proc/PID/task at
 the start of the window; the vCPU and housekeeping TIDs, the threads the
@@ -57,6 +61,18 @@ perf counter per CPU; the /proc/stat total too). Attributable to the VMs
 alone: "VM runs" = context switches of the VMs' own threads per CPU (each
 switch-out ends one run, i.e. one wake-up of that thread).
 
+"Host CPU time": the task-clock (perf, counting mode) of every thread of
+the VMs and of the daemon over the window, ms per second. "Wake-ups, VMs
++ daemon": their threads' context switches (each switch-out ends one run,
+one wake-up of that thread). "Actions/s": the daemon's pack and restore
+lines in the window. "Job start delay": the guests' "# late: n=N p50_us
+p99_us max_us" lines written in the window (burst.elf report=N: how late
+CPU 0 woke after each round's deadline, as the guest's TSC sees it); the
+table gives the median of the reports' p50, the median of their p99 and
+the largest max. Verdict per figure: "ok" when pack's median is not
+above no pack's, "noise" when it is above but pack's smallest repeat is
+not above no pack's largest, "MORE" otherwise.
+
 Every VM and the daemon are stopped at the end of each run: SIGTERM (the
 daemon restores what it packed), SIGKILL by PID after a bound; a VM that
 does not boot within --timeout is killed and the run reported as failed,
@@ -78,26 +94,31 @@ import tempfile
 import threading
 import time
 
-SETUPS = {
-    # name: (guest, --sysidle, pack)
-    "none": (None, False, False),
-    "idle/vmm": ("idle", False, False),
-    "idle/vmm+pack": ("idle", False, True),
-    "idle/sysidle": ("idle", True, False),
-    "idle/sysidle+pack": ("idle", True, True),
-    "job/sysidle": ("job", True, False),
-    "job/sysidle+pack": ("job", True, True),
+# workload: (guest of VM 0, guest of the others, what must be packed
+# before the window: "all", "idle" (every VM but the busy VM 0), "none")
+WORKLOADS = {
+    "idle": ("idle", "idle", "all"),
+    "idletick": ("idletick", "idletick", "all"),
+    "job1hz": ("job1hz", "job1hz", "all"),
+    "job10hz": ("job10hz", "job10hz", "none"),
+    "busy1": ("busy", "idle", "idle"),
 }
 GUESTS = {
     "idle": ("idle.elf", "hz=250"),
-    "job": ("burst.elf", "rounds=1000000 period=1000 duty=0 hz=250"),
+    "idletick": ("idle.elf", "hz=250 tick=lapic"),
+    "job1hz": ("burst.elf", "rounds=1000000 period=1000 duty=0 hz=250 "
+               "report=5"),
+    "job10hz": ("burst.elf", "rounds=1000000 period=100 duty=0 hz=250 "
+                "report=50"),
+    "busy": ("burst.elf", "rounds=1000000 period=100 duty=100 hz=250"),
 }
-# pack vs no pack for the same VMs, and --sysidle vs not
-PAIRS = [("idle/vmm+pack", "idle/vmm"),
-         ("idle/sysidle+pack", "idle/sysidle"),
-         ("job/sysidle+pack", "job/sysidle"),
-         ("idle/sysidle", "idle/vmm"),
-         ("idle/sysidle+pack", "idle/vmm")]
+# setup name -> (workload or None, daemon: None, "new" or "old")
+SETUPS = {"none": (None, None)}
+for _w in WORKLOADS:
+    SETUPS[_w + "/nopack"] = (_w, None)
+    SETUPS[_w + "/pack"] = (_w, "new")
+    SETUPS[_w + "/pack-old"] = (_w, "old")
+DEFAULT_SETUPS = [n for n, (w, d) in SETUPS.items() if d != "old"]
 STOP_TIMEOUT_S = 5.0
 
 # ---- perf counters (counting mode) -------------------------------------
@@ -321,11 +342,11 @@ class Daemon:
     """sysidle-consolidate in the background; its stdout lines collected
     with their arrival time."""
 
-    def __init__(self, tool, sockdir, idle_cpu, errpath):
+    def __init__(self, tool, sockdir, idle_cpu, errpath, extra=()):
         self.err = open(errpath, "w")
         self.p = subprocess.Popen(
             [sys.executable, tool, "--dir", sockdir, "--idle-cpus",
-             str(idle_cpu)], stdin=subprocess.DEVNULL,
+             str(idle_cpu)] + list(extra), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=self.err, text=True,
             start_new_session=True)
         self.lines = []     # (monotonic, line)
@@ -337,13 +358,16 @@ class Daemon:
             self.lines.append((time.monotonic(), line.rstrip("\n")))
 
     def packed_names(self):
+        # a line may start with a time and a level (the newer tool)
         return {m.group(1) for _, l in list(self.lines)
-                for m in [re.match(r"pack (\S+): \d+ threads -> cpus ", l)]
+                for m in [re.search(r"(?:^|\s)pack (\S+): \d+ threads -> "
+                                    r"cpus ", l)]
                 if m and "[dry run]" not in l}
 
     def count(self, word, t0, t1):
+        pat = re.compile(r"(?:^|\s)%s \S+: " % word)
         return sum(1 for t, l in list(self.lines)
-                   if t0 <= t < t1 and l.startswith(word + " "))
+                   if t0 <= t < t1 and pat.search(l))
 
     def stop(self):
         rc = stop_process(self.p, 10.0)
@@ -358,17 +382,20 @@ class Run:
     def __init__(self, a, name, tmp, cpus, idle_cpu):
         self.a, self.name, self.tmp = a, name, tmp
         self.cpus, self.idle_cpu = cpus, idle_cpu
-        self.guest, self.sysidle, self.pack = SETUPS[name]
+        self.workload, self.kind = SETUPS[name]
+        self.sysidle = self.workload is not None
+        self.pack = self.kind is not None
         self.vms = []       # (name, Popen, sock, outpath)
         self.daemon = None
 
     def start_vms(self):
-        if self.guest is None:
+        if self.workload is None:
             return
-        image, append = GUESTS[self.guest]
-        image = os.path.join(self.a.build, "guest-tools", image)
+        first, rest, _ = WORKLOADS[self.workload]
         nohooks = os.path.join(self.tmp, "no-hooks")
         for i in range(self.a.vms):
+            image, append = GUESTS[first if i == 0 else rest]
+            image = os.path.join(self.a.build, "guest-tools", image)
             n = "cb%d" % i
             sock = os.path.join(self.tmp, n + ".sock")
             out = os.path.join(self.tmp, n + ".out")
@@ -429,7 +456,7 @@ class Run:
                 if not st or not all(v.get("tid") for v in st["vcpus"]) or \
                         not st.get("housekeeping_tid"):
                     continue
-                if self.sysidle and \
+                if self.sysidle and self.expect_idle(n) and \
                         st["counters"]["full_idle_periods"] < 1:
                     continue
                 sts[n] = st
@@ -440,9 +467,19 @@ class Run:
             self.a.timeout, ", ".join(n for n, *_ in self.vms
                                       if n not in sts)))
 
+    def expect_idle(self, n):
+        """False for the busy VM of a workload that has one."""
+        return not (WORKLOADS[self.workload][2] == "idle" and n == "cb0")
+
     def wait_packed(self, sts):
-        """With --sysidle: every VM reported packed by the daemon, its
-        vCPU and housekeeping threads read back on the idle CPU."""
+        """Every VM the workload expects packed reported packed by the
+        daemon, its vCPU and housekeeping threads read back on the idle
+        CPU (job10hz: none is waited for: its VMs are never idle for
+        long)."""
+        want = WORKLOADS[self.workload][2]
+        if want == "none":
+            return
+        sts = {n: st for n, st in sts.items() if self.expect_idle(n)}
         deadline = time.monotonic() + self.a.timeout
         seen = set()
         while time.monotonic() < deadline:
@@ -464,10 +501,16 @@ class Run:
         try:
             sts = self.wait_ready()
             if self.pack:
-                self.daemon = Daemon(self.a.tool, self.tmp, self.idle_cpu,
-                                     os.path.join(self.tmp, "daemon.err"))
-                if self.sysidle:
-                    self.wait_packed(sts)
+                tool = self.a.tool if self.kind == "new" else \
+                    self.a.old_tool
+                extra = []
+                if self.kind == "new":
+                    extra = ["--state-dir", os.path.join(self.tmp, "state")]
+                    extra += self.a.pack_args.split()
+                self.daemon = Daemon(tool, self.tmp, self.idle_cpu,
+                                     os.path.join(self.tmp, "daemon.err"),
+                                     extra)
+                self.wait_packed(sts)
             time.sleep(self.a.settle)
             return self.window(sts)
         finally:
@@ -491,6 +534,7 @@ class Run:
                          if all(allowed(st["pid"], t) == {self.idle_cpu}
                                 for t in pack_tids(st)))
         st0 = {n: status(sock) for n, _, sock, _ in self.vms}
+        late0 = {out: os.path.getsize(out) for _, _, _, out in self.vms}
         counters = sampler = None
         if a.method == "perf":
             counters = Counters(all_tids, cpus)
@@ -514,6 +558,7 @@ class Run:
             proc_stat_ctxt()
         st1 = {n: status(sock) for n, _, sock, _ in self.vms}
         dt = t1 - t0
+        late = late_reports(late0)
         alive = [n for n, p, *_ in self.vms if p.poll() is None]
         if len(alive) != len(self.vms):
             raise RuntimeError("VMs ended during the window")
@@ -522,6 +567,7 @@ class Run:
         runs = {c: 0 for c in cpus}          # VM thread runs per CPU
         runtime = {c: 0 for c in cpus}       # VM thread ns per CPU
         tool_cs = {c: 0 for c in cpus}      # the daemon's runs per CPU
+        tool_ns = 0                          # the daemon's CPU time
         if counters:
             for (tid, c, kind), v in per1.items():
                 d = v - per0.get((tid, c, kind), 0)
@@ -534,6 +580,8 @@ class Run:
                         runtime[c] += d
                 elif kind == "cs":
                     tool_cs[c] += d
+                else:
+                    tool_ns += d
             sys_cs = {c: sys1[c] - sys0[c] for c in cpus}
         else:
             ran = {t: s for t, s in sampler.seen.items() if s}
@@ -582,8 +630,49 @@ class Run:
                                   self.daemon.count("restore", t0, t1))
             if self.daemon else None,
             "window_s": dt,
+            "tool_cpu_ms_s": tool_ns / 1e6 / dt
+            if self.daemon and counters else (0.0 if counters else None),
+            "actions_s": (self.daemon.count("pack", t0, t1) +
+                          self.daemon.count("restore", t0, t1)) / dt
+            if self.daemon else 0.0,
+            "late_reports": len(late),
+            "late_p50_us": statistics.median([x[0] for x in late])
+            if late else None,
+            "late_p99_us": statistics.median([x[1] for x in late])
+            if late else None,
+            "late_max_us": max(x[2] for x in late) if late else None,
         }
+        if counters:
+            row["cpu_ms_s"] = row["vm_cpu_ms_s"] + row["tool_cpu_ms_s"]
+            row["wakeups_s"] = row["vm_runs_total_s"] + \
+                (row["tool_cs_s"] or 0.0)
+        else:
+            row["cpu_ms_s"] = row["wakeups_s"] = None
         return row
+
+
+LATE_RE = re.compile(r"^# late: n=(\d+) p50_us=(\d+) p99_us=(\d+) "
+                     r"max_us=(\d+)$")
+
+
+def late_reports(start):
+    """The guests' "# late:" lines (burst.elf report=N) written after the
+    offsets @start ({output file: size at the window's start}): [(p50,
+    p99, max) in µs], one per report."""
+    out = []
+    for path, off in start.items():
+        try:
+            with open(path, "rb") as f:
+                f.seek(off)
+                data = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        for line in data.splitlines():
+            m = LATE_RE.match(line.strip())
+            if m:
+                out.append((int(m.group(2)), int(m.group(3)),
+                            int(m.group(4))))
+    return out
 
 
 def pack_tids(st):
@@ -695,30 +784,83 @@ def print_summary(rows, names, cpus, idle_cpu):
               "%s, LOC/s %s, context switches/s %s" % (
                   spread("idle_exits_s", True), spread("loc_s", True),
                   spread("ctxt_s", False)))
-    print()
-    print("ratios of the medians (A / B); VM-attributable, then host-wide "
-          "(other load included):")
-    for x, y in PAIRS:
-        if x not in names or y not in names:
+    print_verdicts(rows, names, idle_cpu)
+
+
+def values(rows, setup, key, sub=None):
+    """Every repeat's value of @key (@sub as in med) for @setup."""
+    out = []
+    for r in rows:
+        if r["setup"] != setup or r["status"] != "ok":
             continue
-        parts = []
-        for label, key, sub in [("CPUs", "cpus_pack", None),
-                                ("per VM", "cpus_per_vm", None),
-                                ("VM runs/s", "vm_runs_total_s", None),
-                                ("VM runs/s off cpu%d" % idle_cpu,
-                                 "vm_runs_busy_s", None),
-                                ("VM CPU ms/s", "vm_cpu_ms_s", None),
-                                ("|", None, None),
-                                ("idle exits/s", "idle_exits_s", "sum"),
-                                ("LOC/s", "loc_s", "sum"),
-                                ("cswitch/s", "ctxt_s", None)]:
-            if key is None:
-                parts.append(label)
+        v = r.get(key)
+        if isinstance(v, dict):
+            v = sum(v.values()) if sub == "sum" else v.get(sub)
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def cell(vals, fmt="%.1f"):
+    """median [min..max]"""
+    if not vals:
+        return "-"
+    return (fmt + " [" + fmt + ".." + fmt + "]") % (
+        statistics.median(vals), min(vals), max(vals))
+
+
+def verdict(a, b):
+    """A (pack) against B (no pack), lists over the repeats: "ok" when
+    A's median is at most B's, "noise" when it is more but the spreads
+    overlap (A's min <= B's max), "MORE" otherwise."""
+    if not a or not b:
+        return "-"
+    ma, mb = statistics.median(a), statistics.median(b)
+    if ma <= mb:
+        return "ok"
+    return "noise" if min(a) <= max(b) else "MORE"
+
+
+def print_verdicts(rows, names, idle_cpu):
+    """Per workload: pack (and pack-old) against no pack."""
+    figures = [
+        ("host CPU ms/s, VMs + daemon", "cpu_ms_s", None, True),
+        ("  of which the daemon", "tool_cpu_ms_s", None, False),
+        ("wake-ups/s, VMs + daemon (their runs)", "wakeups_s", None, True),
+        ("  of which the daemon", "tool_cs_s", None, False),
+        ("host idle exits/s, all CPUs", "idle_exits_s", "sum", True),
+        ("host LOC/s, all CPUs", "loc_s", "sum", True),
+        ("actions/s (pack + restore)", "actions_s", None, False),
+        ("share of VM CPU time on cpu%d (%%)" % idle_cpu, "idle_cpu_share",
+         None, False),
+        ("guest job start delay p50 (us)", "late_p50_us", None, False),
+        ("guest job start delay p99 (us)", "late_p99_us", None, False),
+        ("guest job start delay max (us)", "late_max_us", None, False),
+    ]
+    print()
+    print("per workload, median [min..max] over the repeats; verdict: "
+          "pack / no pack, ok = median not above, noise = above but the "
+          "spreads overlap, MORE = above beyond the spread")
+    for w in WORKLOADS:
+        cols = [n for n in ("%s/nopack" % w, "%s/pack" % w,
+                            "%s/pack-old" % w) if n in names]
+        if len(cols) < 2:
+            continue
+        print()
+        print("%-40s %s" % (w, "".join("%-28s" % c for c in cols) +
+                            "verdict (pack%s)" %
+                            (", pack-old" if len(cols) > 2 else "")))
+        for label, key, sub, judged in figures:
+            vals = [values(rows, c, key, sub) for c in cols]
+            if key == "idle_cpu_share":
+                vals = [[100 * x for x in v] for v in vals]
+            if not any(vals):
                 continue
-            parts.append("%s %s" % (label, ratio(med(rows, x, key, sub),
-                                                 med(rows, y, key, sub))))
-        print("  %s / %s:\n    %s" % (x, y, ", ".join(parts).replace(
-            ", |,", " |")))
+            v = ""
+            if judged:
+                v = ", ".join(verdict(x, vals[0]) for x in vals[1:])
+            print("%-40s %s%s" % (label, "".join("%-28s" % cell(x)
+                                                for x in vals), v))
 
 
 def main():
@@ -727,8 +869,16 @@ def main():
     ap.add_argument("--tool", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tools",
         "sysidle-consolidate"))
-    ap.add_argument("--setups", default=",".join(SETUPS),
-                    help="comma-separated, from: " + ", ".join(SETUPS))
+    ap.add_argument("--setups", default=None,
+                    help="comma-separated, from: " + ", ".join(SETUPS) +
+                    " (default: every one but pack-old; with "
+                    "--old-tool, those too)")
+    ap.add_argument("--old-tool", default=None, metavar="PATH",
+                    help="an older sysidle-consolidate (e.g. a copy of an "
+                         "older tree's tools/): the pack-old setups")
+    ap.add_argument("--pack-args", default="",
+                    help="more options for the (new) tool, e.g. "
+                         "'--pack-after 500ms --restore-after 200ms'")
     ap.add_argument("--vms", type=int, default=8)
     ap.add_argument("--vcpus", type=int, default=2)
     ap.add_argument("--window", type=float, default=10,
@@ -747,13 +897,20 @@ def main():
     ap.add_argument("--json", action="store_true",
                     help="also one JSON object per run")
     a = ap.parse_args()
+    if a.setups is None:
+        a.setups = ",".join(DEFAULT_SETUPS if a.old_tool is None
+                            else list(SETUPS))
     names = [s for s in a.setups.split(",") if s]
+    if any(SETUPS[n][1] == "old" for n in names if n in SETUPS) and \
+            not a.old_tool:
+        ap.error("pack-old setups need --old-tool")
     for s in names:
         if s not in SETUPS:
             ap.error("unknown setup %r" % s)
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         sys.exit("consolidate: /dev/kvm is not usable here")
-    for g in {GUESTS[SETUPS[s][0]][0] for s in names if SETUPS[s][0]}:
+    for g in {GUESTS[g][0] for s in names if SETUPS[s][0]
+              for g in WORKLOADS[SETUPS[s][0]][:2]}:
         p = os.path.join(a.build, "guest-tools", g)
         if not os.path.exists(p):
             sys.exit("consolidate: %s not found: build first" % p)
@@ -779,8 +936,14 @@ def main():
           "window %.0f s, %d repeats, setups interleaved" %
           (a.vms, a.vcpus, ",".join(map(str, cpus)), idle_cpu, a.window,
            a.repeat))
-    for g in sorted({SETUPS[s][0] for s in names if SETUPS[s][0]}):
-        print("# guest %-4s = %s %s" % (g, GUESTS[g][0], GUESTS[g][1]))
+    for g in sorted({g for s in names if SETUPS[s][0]
+                     for g in WORKLOADS[SETUPS[s][0]][:2]}):
+        print("# guest %-8s = %s %s" % (g, GUESTS[g][0], GUESTS[g][1]))
+    print("# tool %s %s%s" % (a.tool, a.pack_args, "; old tool %s" %
+                              a.old_tool if a.old_tool else ""))
+    est = len(names) * a.repeat * (a.window + a.settle + 8)
+    print("# about %.0f min (%d runs of the window + settle + boot)" %
+          (est / 60, len(names) * a.repeat))
     if a.method == "perf":
         print("# ran-on: perf software counters per (thread, CPU), counting "
               "mode (task-clock grew = ran there; cannot miss short runs; "
@@ -810,7 +973,8 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     try:
         for rep in range(1, a.repeat + 1):
-            for name in names:
+            k = (rep - 1) % len(names)      # a rotating order
+            for name in names[k:] + names[:k]:
                 with tempfile.TemporaryDirectory(prefix="consolidate-") \
                         as tmp:
                     run = Run(a, name, tmp, cpus, idle_cpu)

@@ -9,6 +9,12 @@
  * LAPIC tick owns that timer another CPU's, or on one CPU the tick). seed=
  * fixes the sequence.
  *
+ * report=N (default 0: none): every N rounds (at most 1000) one line
+ *   # late: n=N p50_us=A p99_us=B max_us=C
+ * the job's start delay over those rounds: how late CPU 0 woke from its
+ * idle gap after the round's deadline (TSC at the wake minus the deadline),
+ * as the guest sees it.
+ *
  * The result line depends only on the options, seed= and the CPU count, so
  * runs can be compared (with and without the VMM's --sysidle):
  *   burst: rounds=R period=P ms duty=D% work=W cpus=N seed=S picks=a,b,.. checksum=0xX
@@ -67,6 +73,23 @@ static void burst(void *arg)
 	__atomic_fetch_add(&bursts_done, 1, __ATOMIC_SEQ_CST);
 }
 
+#define LATE_MAX 1000
+static u32 late_us[LATE_MAX];
+
+/* The report= line over the @n start delays in late_us (sorted here). */
+static void late_report(u32 n)
+{
+	for (u32 i = 1; i < n; i++) {
+		u32 v = late_us[i], j = i;
+
+		for (; j && late_us[j - 1] > v; j--)
+			late_us[j] = late_us[j - 1];
+		late_us[j] = v;
+	}
+	printf("# late: n=%u p50_us=%u p99_us=%u max_us=%u\n", n, late_us[n / 2],
+	       late_us[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1], late_us[n - 1]);
+}
+
 static void h_timer(struct irq_frame *f)
 {
 	(void)f;
@@ -78,6 +101,7 @@ void guest_main(void)
 	u64 period_ms = cmdline_u64("period", 50);
 	u64 duty = cmdline_u64("duty", 20);
 	u32 rounds = (u32)cmdline_u64("rounds", 20);
+	u32 report = (u32)cmdline_u64("report", 0), nlate = 0;
 	u32 hz = (u32)cmdline_u64("hz", 250);
 	u64 seed = cmdline_u64("seed", rdtsc());
 	u32 per_cpu[MAX_CPUS] = { 0 };
@@ -91,6 +115,8 @@ void guest_main(void)
 	if (!period_ms)
 		period_ms = 1;
 	rng = seed | 1;
+	if (report > LATE_MAX)
+		report = LATE_MAX;
 	irq_set_handler(VEC_TIMER, h_timer);
 	up = smp_boot();
 	tick_start(hz);
@@ -123,6 +149,15 @@ void guest_main(void)
 			wake_at_tsc(VEC_TIMER, end);
 			safe_halt();
 			irq_disable();
+		}
+		if (report) {
+			u64 now = rdtsc();
+
+			late_us[nlate++] = (u32)(tsc_to_ns(now - end) / 1000u);
+			if (nlate == report) {
+				late_report(nlate);
+				nlate = 0;
+			}
 		}
 		wake_cancel();
 		irq_enable();

@@ -261,6 +261,19 @@ class LibvirtSource:
             self.ctx.journal.drop(d.journal_key())
             return
         d.adopt(entry, self.ncpu)
+        # what a run killed half-way left, completed (see VmmSource.adopt)
+        try:
+            if d.suspended and not d.paused():
+                d.suspended = False
+                d.suspended_at = None
+        except libvirt.libvirtError:
+            pass
+        if d.packed is not None and self.idle_map is not None and \
+                not self.ctx.dry:
+            for i in range(len(d.packed["vcpus"])):
+                d.pin(i, self.idle_map, "pack")
+            d.pin("emulator", self.idle_map, "pack")
+        self.ctx.journal_sync(d)
         if pending:
             held = [w for w in ("packed", "suspended") if entry.get(w)]
             self.ctx.log("reconcile %s: adopted (%s) from the journal" %

@@ -80,14 +80,24 @@ class VmmSource:
         from .reconcile import reconcile_vmm
         reconcile_vmm(self, key, entry)
 
-    def adopt(self, vm):
-        """@vm's process is known (learn()): its journal entry, if any,
-        taken over."""
+    def adopt(self, vm, st):
+        """@vm's process is known (learn(), its status @st): its journal
+        entry, if any, taken over, and what a run killed half-way left
+        completed: a pack's threads all on the idle CPUs again (the policy
+        restores them if the VM is awake), a suspend whose pause never
+        came (or that the VMM has ended itself since) no longer held."""
         key = vm.journal_key()
         entry = self.ctx.journal.entries.get(key)
         if entry is None or entry.get("kind") != "vmm":
             return
         vm.adopt(entry)
+        if vm.suspended and st.get("paused") is False:
+            vm.suspended = False
+            vm.suspended_at = None
+        if vm.packed is not None and not self.dry:
+            for tid in list(vm.packed):
+                vm.setaff(tid, self.idle, "pack")
+        self.ctx.journal_sync(vm)
         if key in self.reconciling:
             self.reconciling.discard(key)
             held = [w for w in ("packed", "suspended") if entry.get(w)]

@@ -77,7 +77,7 @@ class VmmVm(Target):
                 self.pidfd = os.pidfd_open(pid)
             except OSError:
                 self.pidfd = None
-            self.src.adopt(self)
+            self.src.adopt(self, st)
         self.tids = vm_tids(st)
         self.relearn = any(not t for t in raw)
         return st

@@ -1,0 +1,359 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""sysidle-consolidate killed with SIGKILL at every step, a libvirt domain
+on a private libvirtd (the one of test_libvirt_e2e.py: a mount namespace
+of its own, nothing reaches the host's files).
+
+One transient domain (idle.elf, 2 vCPUs). Before any consolidator runs,
+its live pinning is made distinctive (vCPU 0 and the emulator thread on
+the first CPU, vCPU 1 on all), so that a packed pinning taken for its
+own shows. Its idle state is what the test writes in its urn:sysidle:1
+metadata (no bridge runs). For N = 1, 2, 3, ...: a consolidator
+(--libvirt, --policy pack,suspend, no hysteresis, --suspend-max 0, one
+--state-dir) runs with SYSIDLE_CONSOLIDATE_KILL_AT=N through:
+
+  1. metadata FULL_NOTED: the domain packed (every vCPU and the emulator
+     on the idle CPU) and paused;
+  2. metadata NOT: resumed, its pinning put back;
+  3. SIGTERM: exit 0.
+
+It kills itself before its N-th step (a journal write's two halves, each
+pin call, each virDomainSuspend / virDomainResume). Then the metadata says
+FULL_NOTED again, a new consolidator (no KILL_AT) on the same --state-dir
+is waited for until the domain is packed and paused, and SIGTERMed: it
+must exit 0, the domain must run with exactly its pinning of before, and
+the journal must hold no entry. The loop ends with the first N that the
+scenario runs through without a kill; one TAP line per N, then the
+matrix.
+
+usage: test_consolidate_crash_libvirt.py BUILD_DIR SOURCE_DIR
+Exit: 0 passed, 1 a check failed, 77 nothing could run (not root, no
+/dev/kvm, no libvirtd, QEMU or python3-libvirt, libvirtd did not start,
+fewer than 2 CPUs)."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_libvirt_e2e as e2e  # noqa: E402  (its private libvirtd)
+from tap import check  # noqa: E402
+
+import tap  # noqa: E402
+
+MAX_STEPS = 120
+WAIT_S = 20
+NS = e2e.NS
+
+
+class Consolidator:
+    """The tool in the background, its stdout and stderr lines kept."""
+
+    def __init__(self, cmd, kill_at=None):
+        env = dict(os.environ)
+        env.pop("SYSIDLE_CONSOLIDATE_KILL_AT", None)
+        if kill_at is not None:
+            env["SYSIDLE_CONSOLIDATE_KILL_AT"] = str(kill_at)
+        self.p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        self.lines, self.err = [], []
+        self.t = [threading.Thread(target=self._read, args=(s, l),
+                                   daemon=True)
+                  for s, l in [(self.p.stdout, self.lines),
+                               (self.p.stderr, self.err)]]
+        for t in self.t:
+            t.start()
+
+    @staticmethod
+    def _read(stream, lines):
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+
+    def count(self, pattern):
+        return sum(1 for line in list(self.lines) if re.search(pattern, line))
+
+    def killed_at(self):
+        for line in self.err:
+            m = re.match(r"kill-at (\d+): (.*)", line)
+            if m:
+                return m.group(2)
+        return None
+
+    def stop(self, timeout=20):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            rc = None
+        for t in self.t:
+            t.join(2)
+        return rc
+
+
+class Crash:
+    def __init__(self, libvirt, lv, dom, tmp, consolidate, idle):
+        self.libvirt, self.lv, self.dom = libvirt, lv, dom
+        self.live = libvirt.VIR_DOMAIN_AFFECT_LIVE
+        self.state = os.path.join(tmp, "state")
+        self.novmm = os.path.join(tmp, "no-vmm")
+        os.makedirs(self.novmm)
+        self.idle = idle
+        self.cmd = [sys.executable, consolidate, "--libvirt", lv.uri,
+                    "--dir", self.novmm, "--state-dir", self.state,
+                    "--policy", "pack,suspend", "--idle-cpus", str(idle),
+                    "--pack-after", "0", "--restore-after", "0",
+                    "--suspend-after", "0.3s", "--suspend-max", "0",
+                    "--interval", "50ms", "--verbose"]
+        self.before = None
+
+    def set_state(self, name):
+        num = {"NOT": 0, "FULL_NOTED": 4}[name]
+        self.dom.setMetadata(
+            self.libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+            '<state name="%s" num="%d" since_unix_ms="%d"/>' %
+            (name, num, int(time.time() * 1000)), "sysidle", NS, self.live)
+
+    def pinning(self):
+        return e2e.pinning(self.libvirt, self.dom)
+
+    def running(self):
+        return self.dom.state()[0] == self.libvirt.VIR_DOMAIN_RUNNING
+
+    def paused(self):
+        return self.dom.state()[0] == self.libvirt.VIR_DOMAIN_PAUSED
+
+    def distinct(self, host):
+        """The distinctive pinning of before."""
+        n = len(self.dom.vcpuPinInfo(self.live))
+        first = tuple(i == host[0] for i in range(max(host) + 1))
+        every = tuple(i in host for i in range(max(host) + 1))
+        self.dom.pinVcpuFlags(0, first, self.live)
+        for i in range(1, n):
+            self.dom.pinVcpuFlags(i, every, self.live)
+        self.dom.pinEmulator(first, self.live)
+        self.before = self.pinning()
+
+    def packed_and_paused(self):
+        vcpus, emu = self.pinning()
+        return self.paused() and emu == [self.idle] and \
+            all(c == [self.idle] for c in vcpus)
+
+    def as_before(self):
+        return self.running() and self.pinning() == self.before
+
+    def journal_entries(self):
+        try:
+            with open(os.path.join(self.state, "journal.json")) as f:
+                return json.load(f).get("entries")
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            return "unreadable: %s" % e
+
+    def until(self, d, fn):
+        end = time.monotonic() + WAIT_S
+        while time.monotonic() < end:
+            if fn():
+                return True
+            if d.p.poll() is not None:
+                return False
+            time.sleep(0.02)
+        return None
+
+    def scenario(self, d):
+        self.set_state("FULL_NOTED")
+        r = self.until(d, self.packed_and_paused)
+        if r is None:
+            return "step 1: not packed and paused in %d s" % WAIT_S
+        if r is False:
+            return "killed"
+        self.set_state("NOT")
+        r = self.until(d, self.as_before)
+        if r is None:
+            return "step 2: not resumed and restored in %d s: %s" % (
+                WAIT_S, e2e.fmt_pin(self.pinning()))
+        if r is False:
+            return "killed"
+        rc = d.stop()
+        if d.killed_at() is not None:
+            return "killed"
+        return "done" if rc == 0 else "step 3: SIGTERM: exit %s" % rc
+
+    def recover(self):
+        self.set_state("FULL_NOTED")
+        d = Consolidator(self.cmd)
+        ok = self.until(d, lambda: d.count(r"following domain") >= 1 and
+                        self.packed_and_paused())
+        rc = d.stop()
+        wrong = []
+        if not ok:
+            wrong.append("the new consolidator did not pack and pause the "
+                         "domain (%s)" % ("exited %s" % rc if ok is False
+                                          else "timeout"))
+        if rc != 0:
+            wrong.append("its SIGTERM: exit %s" % rc)
+        if not self.running():
+            wrong.append("the domain is not running (state %s)" %
+                         self.dom.state()[0])
+        if self.pinning() != self.before:
+            wrong.append("pinning %s, was %s" % (
+                e2e.fmt_pin(self.pinning()), e2e.fmt_pin(self.before)))
+        left = self.journal_entries()
+        if left:
+            wrong.append("journal entries left: %s" % left)
+        if wrong:
+            wrong.append("log: " + " | ".join(d.lines[-12:] + d.err[-4:]))
+        # whatever happened, the next run starts from the state of before
+        if self.paused():
+            self.dom.resume()
+        return "; ".join(wrong)
+
+
+def supported(consolidate):
+    p = subprocess.run([sys.executable, consolidate, "--help"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    return "--state-dir" in p.stdout and \
+        "SYSIDLE_CONSOLIDATE_KILL_AT" in p.stdout
+
+
+def loop(c):
+    matrix = []
+    for n in range(1, MAX_STEPS + 1):
+        d = Consolidator(c.cmd, kill_at=n)
+        how = c.scenario(d)
+        d.stop()
+        where = d.killed_at()
+        wrong = c.recover() if how in ("killed", "done") else how
+        if how == "killed" and where is None:
+            wrong = "it died without reaching step %d (exit %s): %s" % (
+                n, d.p.returncode, " | ".join(d.err[-5:]))
+        label = where or "no step %d: the scenario ran through" % n
+        matrix.append((n, label, "ok" if not wrong else "FAIL"))
+        check(not wrong, "libvirt: killed at step %d (%s), restarted, "
+              "SIGTERM: pinning and run state as before" % (n, label), wrong)
+        if how == "done" or (how != "killed" and wrong):
+            break
+    else:
+        check(False, "the scenario ends within %d steps" % MAX_STEPS)
+    return matrix
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    build, src = sys.argv[1], sys.argv[2]
+    kernel = os.path.abspath(os.path.join(build, "guest-tools", "idle.elf"))
+    consolidate = os.path.join(src, "tools", "sysidle-consolidate")
+    if os.geteuid() != 0:
+        return e2e.skip_all("not root: a private libvirtd with KVM needs "
+                            "root")
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+    except OSError as e:
+        return e2e.skip_all("/dev/kvm is not usable (%s)" % e)
+    for what, path in [("libvirtd", "/usr/sbin/libvirtd"),
+                       ("unshare", shutil.which("unshare")),
+                       ("qemu-system-x86_64",
+                        shutil.which("qemu-system-x86_64"))]:
+        if not path or not os.access(path, os.X_OK):
+            return e2e.skip_all("%s not installed" % what)
+    try:
+        import libvirt
+    except ImportError:
+        return e2e.skip_all("python3-libvirt missing for %s" %
+                            sys.executable)
+    if not os.path.exists(kernel):
+        return e2e.skip_all("%s not built" % kernel)
+    host = sorted(os.sched_getaffinity(0))
+    if len(host) < 2:
+        return e2e.skip_all("only one CPU: packing would not be visible")
+    if not supported(consolidate):
+        check(False, "the consolidator has a journal (--state-dir) and "
+              "the SYSIDLE_CONSOLIDATE_KILL_AT hook: its --help names "
+              "neither, so a SIGKILL loses what it changed")
+        tap.finish()
+        return 1
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_term)
+    libvirt.registerErrorHandler(lambda ctx, err: None, None)
+    tmp = tempfile.mkdtemp(prefix="sysidle-crash-")
+    os.chmod(tmp, 0o755)
+    lv = e2e.Libvirtd(tmp)
+    conn = None
+    t0 = time.monotonic()
+    matrix = []
+    try:
+        lv.start()
+
+        def connect():
+            if lv.proc.poll() is not None:
+                return "exited"
+            if not os.path.exists(os.path.join(lv.sockdir, "libvirt-sock")):
+                return None
+            try:
+                return libvirt.open(lv.uri)
+            except libvirt.libvirtError:
+                return None
+        conn = e2e.poll_until(connect, e2e.START_TIMEOUT_S, 0.2)
+        if conn is None or conn == "exited":
+            print("1..0 # SKIP libvirtd did not start")
+            e2e.diag(e2e.read(lv.log)[-3000:])
+            conn = None
+            return e2e.SKIP
+        name = "sysidle-crash-%d" % os.getpid()
+        serial = os.path.join(tmp, "serial.log")
+        dom = conn.createXML(e2e.domain_xml(name, kernel, serial, 2), 0)
+        up = e2e.poll_until(lambda: "idle: 2 cpus up" in e2e.read(serial),
+                            e2e.BOOT_TIMEOUT_S, 0.2)
+        if not check(bool(up), "domain %s boots idle.elf on 2 vCPUs "
+                     "(%.1f s)" % (name, time.monotonic() - t0),
+                     e2e.read(serial) + lv.domain_log(name)):
+            return tap.finish()
+        c = Crash(libvirt, lv, dom, tmp, consolidate, host[-1])
+        c.distinct(host)
+        e2e.diag("pinning before: %s" % e2e.fmt_pin(c.before))
+        matrix = loop(c)
+    except KeyboardInterrupt as e:
+        check(False, "interrupted (%s)" % e)
+    except Exception as e:
+        check(False, "unexpected error: %s" % e, traceback.format_exc())
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if conn is not None:
+            try:
+                for d in conn.listAllDomains():
+                    if d.name().startswith("sysidle-crash-") and \
+                            d.isActive():
+                        d.destroy()
+                conn.close()
+            except libvirt.libvirtError as e:
+                e2e.diag("destroy: %s" % e)
+        killed = lv.stop()
+        if killed:
+            e2e.diag("killed with SIGKILL: " + ", ".join(killed))
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("# matrix (step: what it was about to do: result):")
+    for n, label, res in matrix:
+        print("#   %3d %-70s %s" % (n, label[:70], res))
+    print("# %d runs, %.1f s" % (len(matrix), time.monotonic() - t0))
+    return tap.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
