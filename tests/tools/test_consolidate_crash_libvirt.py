@@ -30,15 +30,11 @@ usage: test_consolidate_crash_libvirt.py BUILD_DIR SOURCE_DIR
 Exit: 0 passed, 1 a check failed, 77 nothing could run (not root, no
 /dev/kvm, no libvirtd, QEMU or python3-libvirt, libvirtd did not start,
 fewer than 2 CPUs)."""
-import json
 import os
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 
@@ -46,60 +42,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_libvirt_e2e as e2e  # noqa: E402  (its private libvirtd)
 from tap import check  # noqa: E402
 
+import crash_loop  # noqa: E402
 import tap  # noqa: E402
+from crash_loop import Tool  # noqa: E402
 
 MAX_STEPS = 120
-WAIT_S = 20
 NS = e2e.NS
-
-
-class Consolidator:
-    """The tool in the background, its stdout and stderr lines kept."""
-
-    def __init__(self, cmd, kill_at=None):
-        env = dict(os.environ)
-        env.pop("SYSIDLE_CONSOLIDATE_KILL_AT", None)
-        if kill_at is not None:
-            env["SYSIDLE_CONSOLIDATE_KILL_AT"] = str(kill_at)
-        self.p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True,
-                                  start_new_session=True)
-        self.lines, self.err = [], []
-        self.t = [threading.Thread(target=self._read, args=(s, l),
-                                   daemon=True)
-                  for s, l in [(self.p.stdout, self.lines),
-                               (self.p.stderr, self.err)]]
-        for t in self.t:
-            t.start()
-
-    @staticmethod
-    def _read(stream, lines):
-        for line in stream:
-            lines.append(line.rstrip("\n"))
-
-    def count(self, pattern):
-        return sum(1 for line in list(self.lines) if re.search(pattern, line))
-
-    def killed_at(self):
-        for line in self.err:
-            m = re.match(r"kill-at (\d+): (.*)", line)
-            if m:
-                return m.group(2)
-        return None
-
-    def stop(self, timeout=20):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-            rc = None
-        for t in self.t:
-            t.join(2)
-        return rc
 
 
 class Crash:
@@ -153,37 +101,19 @@ class Crash:
     def as_before(self):
         return self.running() and self.pinning() == self.before
 
-    def journal_entries(self):
-        try:
-            with open(os.path.join(self.state, "journal.json")) as f:
-                return json.load(f).get("entries")
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            return "unreadable: %s" % e
-
-    def until(self, d, fn):
-        end = time.monotonic() + WAIT_S
-        while time.monotonic() < end:
-            if fn():
-                return True
-            if d.p.poll() is not None:
-                return False
-            time.sleep(0.02)
-        return None
-
     def scenario(self, d):
         self.set_state("FULL_NOTED")
-        r = self.until(d, self.packed_and_paused)
+        r = d.until(self.packed_and_paused)
         if r is None:
-            return "step 1: not packed and paused in %d s" % WAIT_S
+            return "step 1: not packed and paused in %d s" % \
+                crash_loop.WAIT_S
         if r is False:
             return "killed"
         self.set_state("NOT")
-        r = self.until(d, self.as_before)
+        r = d.until(self.as_before)
         if r is None:
             return "step 2: not resumed and restored in %d s: %s" % (
-                WAIT_S, e2e.fmt_pin(self.pinning()))
+                crash_loop.WAIT_S, e2e.fmt_pin(self.pinning()))
         if r is False:
             return "killed"
         rc = d.stop()
@@ -193,9 +123,9 @@ class Crash:
 
     def recover(self):
         self.set_state("FULL_NOTED")
-        d = Consolidator(self.cmd)
-        ok = self.until(d, lambda: d.count(r"following domain") >= 1 and
-                        self.packed_and_paused())
+        d = Tool(self.cmd)
+        ok = d.until(lambda: d.count(r"following domain") >= 1 and
+                     self.packed_and_paused())
         rc = d.stop()
         wrong = []
         if not ok:
@@ -210,7 +140,7 @@ class Crash:
         if self.pinning() != self.before:
             wrong.append("pinning %s, was %s" % (
                 e2e.fmt_pin(self.pinning()), e2e.fmt_pin(self.before)))
-        left = self.journal_entries()
+        left = crash_loop.journal_entries(self.state)
         if left:
             wrong.append("journal entries left: %s" % left)
         if wrong:
@@ -219,36 +149,6 @@ class Crash:
         if self.paused():
             self.dom.resume()
         return "; ".join(wrong)
-
-
-def supported(consolidate):
-    p = subprocess.run([sys.executable, consolidate, "--help"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    return "--state-dir" in p.stdout and \
-        "SYSIDLE_CONSOLIDATE_KILL_AT" in p.stdout
-
-
-def loop(c):
-    matrix = []
-    for n in range(1, MAX_STEPS + 1):
-        d = Consolidator(c.cmd, kill_at=n)
-        how = c.scenario(d)
-        d.stop()
-        where = d.killed_at()
-        wrong = c.recover() if how in ("killed", "done") else how
-        if how == "killed" and where is None:
-            wrong = "it died without reaching step %d (exit %s): %s" % (
-                n, d.p.returncode, " | ".join(d.err[-5:]))
-        label = where or "no step %d: the scenario ran through" % n
-        matrix.append((n, label, "ok" if not wrong else "FAIL"))
-        check(not wrong, "libvirt: killed at step %d (%s), restarted, "
-              "SIGTERM: pinning and run state as before" % (n, label), wrong)
-        if how == "done" or (how != "killed" and wrong):
-            break
-    else:
-        check(False, "the scenario ends within %d steps" % MAX_STEPS)
-    return matrix
 
 
 def main():
@@ -281,7 +181,7 @@ def main():
     host = sorted(os.sched_getaffinity(0))
     if len(host) < 2:
         return e2e.skip_all("only one CPU: packing would not be visible")
-    if not supported(consolidate):
+    if not crash_loop.supported([sys.executable, consolidate]):
         check(False, "the consolidator has a journal (--state-dir) and "
               "the SYSIDLE_CONSOLIDATE_KILL_AT hook: its --help names "
               "neither, so a SIGKILL loses what it changed")
@@ -328,7 +228,8 @@ def main():
         c = Crash(libvirt, lv, dom, tmp, consolidate, host[-1])
         c.distinct(host)
         e2e.diag("pinning before: %s" % e2e.fmt_pin(c.before))
-        matrix = loop(c)
+        matrix = crash_loop.run_loop("libvirt", c.cmd, c.scenario,
+                                     c.recover, MAX_STEPS)
     except KeyboardInterrupt as e:
         check(False, "interrupted (%s)" % e)
     except Exception as e:
@@ -348,10 +249,7 @@ def main():
         if killed:
             e2e.diag("killed with SIGKILL: " + ", ".join(killed))
         shutil.rmtree(tmp, ignore_errors=True)
-    print("# matrix (step: what it was about to do: result):")
-    for n, label, res in matrix:
-        print("#   %3d %-70s %s" % (n, label[:70], res))
-    print("# %d runs, %.1f s" % (len(matrix), time.monotonic() - t0))
+    crash_loop.print_matrix(matrix, t0)
     return tap.finish()
 
 

@@ -27,24 +27,21 @@ one TAP line per N, then the matrix.
 usage: test_consolidate_crash.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL TOOL
 Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm, or
 fewer than 2 CPUs to run on)."""
-import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import vmmtest
 from vmmtest import Client, Vm, check, tool
 from procfs import allowed_cpus  # noqa: E402
+import crash_loop  # noqa: E402
+from crash_loop import Tool  # noqa: E402
 
 vmmtest.init(sys.argv)
 CONSOLIDATE = sys.argv[5]
 MAX_STEPS = 200
-WAIT_S = 20
 NAMES = ["crash-a", "crash-b"]
 
 
@@ -70,57 +67,6 @@ def request(path, cmd):
 
 def threads(vm):
     return [v["tid"] for v in vm["vcpus"]] + [vm["housekeeping_tid"]]
-
-
-class Consolidator:
-    """The tool in the background with its stdout lines collected."""
-
-    def __init__(self, args, kill_at=None):
-        env = dict(os.environ)
-        env.pop("SYSIDLE_CONSOLIDATE_KILL_AT", None)
-        if kill_at is not None:
-            env["SYSIDLE_CONSOLIDATE_KILL_AT"] = str(kill_at)
-        self.p = subprocess.Popen([CONSOLIDATE] + args, env=env,
-                                  stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        self.lines, self.err = [], []
-        self.t = [threading.Thread(target=self._read, args=(s, l),
-                                   daemon=True)
-                  for s, l in [(self.p.stdout, self.lines),
-                               (self.p.stderr, self.err)]]
-        for t in self.t:
-            t.start()
-
-    @staticmethod
-    def _read(stream, lines):
-        for line in stream:
-            lines.append(line.rstrip("\n"))
-
-    def count(self, pattern):
-        return sum(1 for line in list(self.lines) if re.search(pattern, line))
-
-    def killed_at(self):
-        for line in self.err:
-            m = re.match(r"kill-at (\d+): (.*)", line)
-            if m:
-                return m.group(2)
-        return None
-
-    def stop(self, timeout=20):
-        """SIGTERM (if still running); its exit status (None: it had to be
-        killed)."""
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-            rc = None
-        for t in self.t:
-            t.join(2)
-        return rc
 
 
 class Crash:
@@ -183,44 +129,23 @@ class Crash:
                 return False
         return True
 
-    def journal_entries(self):
-        try:
-            with open(os.path.join(self.state, "journal.json")) as f:
-                return json.load(f).get("entries")
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            return "unreadable: %s" % e
-
-    def until(self, d, fn):
-        """Polls fn() until true or the consolidator @d has died; True when
-        fn() held."""
-        end = time.monotonic() + WAIT_S
-        while time.monotonic() < end:
-            if fn():
-                return True
-            if d.p.poll() is not None:
-                return False
-            time.sleep(0.02)
-        return None
-
     def scenario(self, d):
         """Runs the scenario against @d: "killed" (it died on its own),
         "done" (through to its SIGTERM, exit 0) or what went wrong."""
         first = self.vms[0][1]
         name = NAMES[0]
-        r = self.until(d, self.packed_and_paused)
+        r = d.until(self.packed_and_paused)
         if r is None:
-            return "step 1: not packed and paused in %d s" % WAIT_S
+            return "step 1: not packed and paused in %d s" % \
+                crash_loop.WAIT_S
         if r is False:
             return "killed"
         request(first, "kick")
         pat = r"(?:^|\s)suspend %s: paused" % re.escape(name)
-        r = self.until(d, lambda: d.count(pat) >= 2 and
-                       self.packed_and_paused())
+        r = d.until(lambda: d.count(pat) >= 2 and self.packed_and_paused())
         if r is None:
             return "step 2: %s not packed and paused again in %d s" % (
-                name, WAIT_S)
+                name, crash_loop.WAIT_S)
         if r is False:
             return "killed"
         rc = d.stop()
@@ -232,11 +157,11 @@ class Crash:
         """A new consolidator on the same --state-dir, waited for until
         both VMs are packed and paused, then SIGTERM: what is wrong
         afterwards ("" when nothing)."""
-        d = Consolidator(self.args())
+        d = Tool([CONSOLIDATE] + self.args())
         # following both VMs (its SIGTERM handler is set by then), and both
         # packed and paused
-        ok = self.until(d, lambda: d.count(r"watching ") >= len(NAMES) and
-                        self.packed_and_paused())
+        ok = d.until(lambda: d.count(r"watching ") >= len(NAMES) and
+                     self.packed_and_paused())
         rc = d.stop()
         wrong = []
         if not ok:
@@ -254,7 +179,7 @@ class Crash:
                   if st is None or st.get("paused")]
         if paused:
             wrong.append("paused (or no status): " + " ".join(paused))
-        left = self.journal_entries()
+        left = crash_loop.journal_entries(self.state)
         if left:
             wrong.append("journal entries left: %s" % left)
         if wrong:
@@ -264,13 +189,6 @@ class Crash:
     def stop(self):
         for vm, _ in self.vms:
             vm.stop()
-
-
-def supported():
-    p = subprocess.run([CONSOLIDATE, "--help"], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
-    return "--state-dir" in p.stdout and \
-        "SYSIDLE_CONSOLIDATE_KILL_AT" in p.stdout
 
 
 def main():
@@ -284,7 +202,7 @@ def main():
         print("# only CPU %s to run on: skipped" % sorted(full))
         return 77
     os.sched_setaffinity(0, full)
-    if not supported():
+    if not crash_loop.supported([CONSOLIDATE]):
         check(False, "the consolidator has a journal (--state-dir) and "
               "the SYSIDLE_CONSOLIDATE_KILL_AT hook: its --help names "
               "neither, so a SIGKILL loses what it changed")
@@ -297,31 +215,11 @@ def main():
             if not c.boot():
                 check(False, "two idle VMs booted and FULL_NOTED")
                 return vmmtest.finish()
-            for n in range(1, MAX_STEPS + 1):
-                d = Consolidator(c.args(), kill_at=n)
-                how = c.scenario(d)
-                d.stop()
-                where = d.killed_at()
-                wrong = c.recover() if how in ("killed", "done") else how
-                if how == "killed" and where is None:
-                    wrong = "it died without reaching step %d (exit %s): %s" \
-                        % (n, d.p.returncode, " | ".join(d.err[-5:]))
-                label = where or "no step %d: the scenario ran through" % n
-                matrix.append((n, label, "ok" if not wrong else "FAIL"))
-                check(not wrong, "vmm: killed at step %d (%s), restarted, "
-                      "SIGTERM: placement and run state as before" %
-                      (n, label), wrong)
-                if how == "done" or (how not in ("killed",) and wrong):
-                    break
-            else:
-                check(False, "the scenario ends within %d steps" %
-                      MAX_STEPS)
+            matrix = crash_loop.run_loop("vmm", [CONSOLIDATE] + c.args(),
+                                         c.scenario, c.recover, MAX_STEPS)
         finally:
             c.stop()
-    print("# matrix (step: what it was about to do: result):")
-    for n, label, res in matrix:
-        print("#   %3d %-70s %s" % (n, label[:70], res))
-    print("# %d runs, %.1f s" % (len(matrix), time.monotonic() - t0))
+    crash_loop.print_matrix(matrix, t0)
     return vmmtest.finish()
 
 
