@@ -12,9 +12,9 @@ from which the next run puts every thread back.
 usage: test_consolidate_state.py TOOLS_DIR
 (the package is imported through PYTHONPATH: TOOLS_DIR and tests/.) TAP
 on stdout; exit 0 when every check passes, 77 with fewer than 2 CPUs."""
-import json
 import contextlib
 import io
+import json
 import os
 import re
 import signal
