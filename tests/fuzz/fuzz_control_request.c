@@ -30,9 +30,11 @@ static uint64_t pauses_requested, pauses_done;
 static unsigned int replies;
 static bool pause_outstanding;
 
+static uint64_t fake_now = 5000000000ull;
+
 uint64_t now_ns(void)
 {
-	return 5000000000ull;
+	return fake_now;
 }
 
 uint64_t mono_to_unix_ms(uint64_t mono_ns)
@@ -40,15 +42,56 @@ uint64_t mono_to_unix_ms(uint64_t mono_ns)
 	return 1767323045000ull + mono_ns / 1000000u;
 }
 
-/* A filtered watcher's edge (control_edges.c): a JSON object line. */
+static int last_edge; /* -1: none yet, else the last "idle" sent */
+
+/* A filtered watcher's edge (control_edges.c): a JSON object line whose
+ * "idle" alternates, starting opposite to the watch reply's full_idle. */
 void client_event(struct client *c, const char *s, size_t len)
 {
-	struct json_object *o = json_tokener_parse(s);
+	struct json_object *o = json_tokener_parse(s), *v;
+	int idle;
 
 	(void)c;
 	assert(strlen(s) == len);
 	assert(o && json_object_is_type(o, json_type_object));
+	assert(json_object_object_get_ex(o, "idle", &v));
+	idle = json_object_get_boolean(v);
+	assert(last_edge != idle);
+	last_edge = idle;
 	json_object_put(o);
+}
+
+/* The bytes after the input's last newline, once a filtered watch is in
+ * place: state events, each byte a state (low 3 bits) and a step of the
+ * clock (the rest, in ms), with the due edges sent as the export thread
+ * would. Checks that no edge is sent early (before its enter or leave
+ * time) or left pending once due, and that they alternate. */
+static void drive_edges(struct client *c, const uint8_t *p, size_t n)
+{
+	struct vm_event ev = { .kind = VM_EV_STATE, .cpu = -1 };
+
+	ctl.clients[0] = c;
+	ctl.nclients = 1;
+	last_edge = c->edge_idle;
+	for (size_t i = 0; i < n; i++) {
+		bool was = c->edge_idle;
+
+		fake_now += (uint64_t)(p[i] >> 3) * 1000000u;
+		ev.from = c->edge_state;
+		ev.to = (p[i] & 7) % 5;
+		ev.mono_ns = fake_now;
+		edges_state(c, &ev);
+		edges_due(fake_now);
+		/* not late: an edge still pending is not due yet */
+		assert(c->edge_idle == c->edge_in ||
+		       fake_now < c->edge_since_ns + (c->edge_in ? c->enter_ns :
+						      c->leave_ns));
+		/* not early: an edge sent had been held long enough */
+		assert(c->edge_idle == was ||
+		       fake_now >= c->edge_since_ns + (c->edge_in ? c->enter_ns :
+						       c->leave_ns));
+	}
+	ctl.nclients = 0;
 }
 
 void vm_status_read(struct vm *vm, struct vm_status *st)
@@ -153,6 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		lines += data[i] == '\n';
 	memset(&c, 0, sizeof(c));
 	c.fd = -1;
+	fake_now = 5000000000ull;
 	ctl.st = &snapshot;
 	replies = 0;
 	pauses_requested = pauses_done = 0;
@@ -193,6 +237,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		c.in[c.in_len] = '\0';
 		client_request(&c, c.in, c.in_len);
 		lines++;
+	}
+	if (!c.dead && c.watch && c.edges) {
+		/* the state events: the bytes after the input's last newline */
+		const uint8_t *nl = memrchr(data, '\n', size);
+
+		if (nl)
+			drive_edges(&c, nl + 1, size - (size_t)(nl + 1 - data));
 	}
 	json_object_put(c.pause_id);
 	assert(replies <= lines + 1);
