@@ -156,15 +156,17 @@ rename, fsync of DIR) before every pack and suspend and after every
 restore and resume. A second instance on the same DIR is refused (DIR/lock;
 exit 1). At start each entry is reconciled ("reconcile NAME: ..." lines):
 a VM that still runs is adopted, its journaled originals being what a
-restore puts back, and is restored or resumed as soon as it is seen awake
-(or at SIGTERM); a VM that is gone is dropped; a VMM that still runs but
-whose socket cannot be followed has its threads restored directly from
-the journal (and a resume request if it was paused). So a run killed in
-any way (SIGKILL, a crash, a reboot of the tool) leaves the next run on
-the same DIR able to put every VM back. The action lines are also kept
-in DIR/history.log (at 1 MiB it becomes history.log.1, one older copy);
---history prints them and exits. --dry-run neither reads nor writes the
-journal.
+restore puts back, and what the killed run left half done is completed
+(all its threads on the idle CPUs again; a pause that never came, or
+that the VMM has ended since, no longer held); it is restored or resumed
+as soon as it is seen awake (or at SIGTERM); a VM that is gone is
+dropped; a VMM that still runs but whose socket cannot be followed has
+its threads restored directly from the journal (and a resume request if
+it was paused). So a run killed in any way (SIGKILL, a crash, a reboot
+of the tool) leaves the next run on the same DIR able to put every VM
+back. The action lines are also kept in DIR/history.log (at 1 MiB it
+becomes history.log.1, one older copy); --history prints them and exits.
+--dry-run neither reads nor writes the journal.
 
 --metrics-file PATH: the tool's own metrics in the Prometheus text format
 (for node_exporter's textfile collector), rewritten atomically after each
