@@ -30,7 +30,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import Client, Vm, check, tool
+from vmmtest import Client, Vm, check, status, tool
 from procfs import allowed_cpus  # noqa: E402
 
 vmmtest.init(sys.argv)
@@ -87,18 +87,6 @@ def fast(tmp):
     test's shared state directory."""
     return ["--pack-after", "0", "--restore-after", "0", "--state-dir",
             state_dir(tmp, "daemon")]
-
-
-def status(path):
-    try:
-        c = Client(path, 5)
-    except OSError:
-        return None
-    try:
-        r = c.request({"cmd": "status"}, 5)
-    finally:
-        c.close()
-    return r["vm"] if isinstance(r, dict) and r.get("ok") else None
 
 
 def threads(vm):

@@ -34,7 +34,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import Client, Vm, check, tool
+from vmmtest import Client, Vm, check, status, tool
 from procfs import allowed_cpus  # noqa: E402
 import crash_loop  # noqa: E402
 from crash_loop import Tool  # noqa: E402
@@ -43,18 +43,6 @@ vmmtest.init(sys.argv)
 CONSOLIDATE = sys.argv[5]
 MAX_STEPS = 200
 NAMES = ["crash-a", "crash-b"]
-
-
-def status(path):
-    try:
-        c = Client(path, 5)
-    except OSError:
-        return None
-    try:
-        r = c.request({"cmd": "status"}, 5)
-    finally:
-        c.close()
-    return r["vm"] if isinstance(r, dict) and r.get("ok") else None
 
 
 def request(path, cmd):

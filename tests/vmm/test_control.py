@@ -18,7 +18,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import Client, Vm, check, tool
+from vmmtest import Client, Vm, check, connect, tool
 
 vmmtest.init(sys.argv)
 DEFAULT_DIR = "/run/sysidle"
@@ -32,19 +32,6 @@ COUNTER_KEYS = {"full_idle_periods", "full_idle_seconds", "ticks_suppressed",
                 "force_exits", "violations", "scans", "tick_restarts",
                 "events_dropped", "watch_dropped", "hooks_run",
                 "hooks_failed", "hooks_dropped", "state_seconds"}
-
-
-def connect(path, timeout=30, proc=None):
-    """A Client once the VMM listens on @path, or None."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            return Client(path)
-        except OSError:
-            if proc is not None and proc.poll() is not None:
-                return None
-            time.sleep(0.02)
-    return None
 
 
 def wait_state(c, state, timeout=30):

@@ -17,22 +17,10 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import Client, Vm, check, tool
+from vmmtest import Client, Vm, check, connect, tool
 
 vmmtest.init(sys.argv)
 BAD = "bad watch: %s must be an integer 0..3600000"
-
-
-def connect(path, proc, timeout=30):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            return Client(path)
-        except OSError:
-            if proc.poll() is not None:
-                return None
-            time.sleep(0.02)
-    return None
 
 
 def state_of(c):
@@ -188,7 +176,7 @@ def test_busy_leave(tmp):
     vm = Vm(["--cpus", "2", "--sysidle", "--append",
              "rounds=1000 period=1000 duty=50 hz=250", "--control", sock,
              tool("burst.elf")])
-    c = connect(sock, vm.p)
+    c = connect(sock, proc=vm.p)
     if c is None:
         check(False, "burst.elf: the VMM listens", vm.err)
         vm.stop(signal.SIGKILL)
@@ -246,7 +234,7 @@ def test_no_sysidle(tmp):
     sock = os.path.join(tmp, "plain.sock")
     vm = Vm(["--cpus", "2", "--append", "hz=250", "--control", sock,
              tool("idle.elf")])
-    c = connect(sock, vm.p)
+    c = connect(sock, proc=vm.p)
     if c is None:
         check(False, "without --sysidle: the VMM listens", vm.err)
         vm.stop(signal.SIGKILL)
@@ -272,7 +260,7 @@ def main():
         sock = os.path.join(tmp, "vm.sock")
         vm = Vm(["--cpus", "2", "--sysidle", "--append", "hz=250",
                  "--control", sock, tool("idle.elf")])
-        c = connect(sock, vm.p)
+        c = connect(sock, proc=vm.p)
         check(c is not None, "the VMM listens on --control", vm.err)
         if c is not None and full_idle_for(c, 0.1, 60):
             test_bad(sock)

@@ -148,6 +148,34 @@ class Client:
 
 
 
+def connect(path, timeout=30, proc=None):
+    """A Client once the VMM listens on @path, or None (after @timeout
+    seconds, or as soon as the process @proc, if given, has ended)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            return Client(path)
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                return None
+            time.sleep(0.02)
+    return None
+
+
+def status(path):
+    """The "vm" object of a status request on a new connection to @path,
+    or None (no VMM there, no reply in 5 s, or not ok)."""
+    try:
+        c = Client(path, 5)
+    except OSError:
+        return None
+    try:
+        r = c.request({"cmd": "status"}, 5)
+    finally:
+        c.close()
+    return r["vm"] if isinstance(r, dict) and r.get("ok") else None
+
+
 class Vm:
     """A process run in the background, by default the VMM on @args, with a
     pipe on its stdin (send()). Threads collect its output as it comes: the
