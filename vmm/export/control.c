@@ -453,28 +453,32 @@ void client_event(struct client *c, const char *s, size_t len)
 }
 
 /* Export thread: @ev as one line to every watcher; a filtered watcher
- * gets its state changes through its filter instead. */
+ * gets its state changes through its filter instead (the line is built
+ * only when some watcher takes it). */
 void control_broadcast(const struct vm_event *ev)
 {
-	struct json_object *o;
-	const char *s;
-	size_t len;
+	struct json_object *o = NULL;
+	const char *s = NULL;
+	size_t len = 0;
 
 	ctl.accept_paused = false;
-	if (!ctl.nclients)
-		return;
-	o = control_event_json(ev);
-	if (!o)
-		return;
-	s = json_object_to_json_string_length(o, JSON_FLAGS, &len);
-	for (unsigned int i = 0; s && i < ctl.nclients; i++) {
+	for (unsigned int i = 0; i < ctl.nclients; i++) {
 		struct client *c = ctl.clients[i];
 
 		if (c->dead || !c->watch)
 			continue;
-		if (c->edges && ev->kind == VM_EV_STATE)
+		if (c->edges && ev->kind == VM_EV_STATE) {
 			edges_state(c, ev);
-		else
+			continue;
+		}
+		if (!o) {
+			o = control_event_json(ev);
+			if (!o)
+				return;
+			s = json_object_to_json_string_length(o, JSON_FLAGS,
+							      &len);
+		}
+		if (s)
 			client_event(c, s, len);
 	}
 	json_object_put(o);
