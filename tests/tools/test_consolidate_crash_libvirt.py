@@ -200,17 +200,7 @@ def main():
     matrix = []
     try:
         lv.start()
-
-        def connect():
-            if lv.proc.poll() is not None:
-                return "exited"
-            if not os.path.exists(os.path.join(lv.sockdir, "libvirt-sock")):
-                return None
-            try:
-                return libvirt.open(lv.uri)
-            except libvirt.libvirtError:
-                return None
-        conn = e2e.poll_until(connect, e2e.START_TIMEOUT_S, 0.2)
+        conn = lv.connect(libvirt)
         if conn is None or conn == "exited":
             print("1..0 # SKIP libvirtd did not start")
             e2e.diag(e2e.read(lv.log)[-3000:])

@@ -265,6 +265,22 @@ class Libvirtd:
             stdin=subprocess.DEVNULL, stdout=self.logf,
             stderr=subprocess.STDOUT, start_new_session=True)
 
+    def connect(self, libvirt):
+        """A read-write connection once libvirtd answers on its socket
+        (within START_TIMEOUT_S); "exited" when it ended, None when it
+        did not answer in time."""
+        def attempt():
+            if self.proc.poll() is not None:
+                return "exited"
+            if not os.path.exists(os.path.join(self.sockdir,
+                                               "libvirt-sock")):
+                return None
+            try:
+                return libvirt.open(self.uri)
+            except libvirt.libvirtError:
+                return None
+        return poll_until(attempt, START_TIMEOUT_S, 0.2)
+
     def domain_log(self, name):
         return read(self.upper("/var/log/libvirt/qemu/%s.log" % name))
 
@@ -394,17 +410,7 @@ def main():
     try:
         t0 = time.monotonic()
         lv.start()
-
-        def connect():
-            if lv.proc.poll() is not None:
-                return "exited"
-            if not os.path.exists(os.path.join(lv.sockdir, "libvirt-sock")):
-                return None
-            try:
-                return libvirt.open(lv.uri)
-            except libvirt.libvirtError:
-                return None
-        c = poll_until(connect, START_TIMEOUT_S, 0.2)
+        c = lv.connect(libvirt)
         if c is None or c == "exited":
             print("1..0 # SKIP libvirtd did not start (%s)" %
                   ("exited %s" % lv.proc.returncode if c else "no socket in "
