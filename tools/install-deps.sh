@@ -7,7 +7,7 @@ PACKAGES="gcc libc6-dev make pkg-config meson ninja-build python3 check
 libsubunit-dev spin libasan8 libubsan1 libtsan2 binutils qemu-system-x86
 libjson-c-dev python3-prometheus-client libvirt-dev python3-libvirt
 libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu clang
-libclang-rt-14-dev"
+libclang-rt-14-dev libxml2-utils prometheus"
 
 missing=""
 for p in $PACKAGES; do
@@ -30,3 +30,12 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086 # word splitting of the package list is meant
 apt-get install -y -qq --no-install-recommends $missing
+# prometheus is installed for promtool (the metrics tests: check metrics,
+# test rules); its server is not wanted, so it does not stay running or
+# start at boot where systemd runs it.
+case "$missing" in
+*" prometheus"*)
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+	fi ;;
+esac
