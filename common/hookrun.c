@@ -285,29 +285,39 @@ static unsigned int hook_paths(const char *dir, char **paths,
 
 #define HOOKS_MAX 256 /* hooks of one event; more are not run */
 
-void hookrun_event(const struct hookrun_config *cfg,
-		   const struct hook_domain *dom, const char *op,
-		   const char *subop, const char *extra,
-		   const struct sysidle_doc *doc, uint64_t *run,
-		   uint64_t *failed)
+void hookrun_event_xml(const struct hookrun_config *cfg, const char *name,
+		       const char *op, const char *subop, const char *extra,
+		       const char *xml, uint64_t *run, uint64_t *failed)
 {
-	char *paths[HOOKS_MAX], *xml = sysidle_doc_domain_xml(dom, doc);
-	char *argv[] = { NULL, (char *)(dom->name ? dom->name : ""),
+	char *paths[HOOKS_MAX];
+	char *argv[] = { NULL, (char *)(name ? name : ""),
 			 (char *)(op ? op : "-"), (char *)(subop ? subop : "-"),
 			 (char *)(extra && *extra ? extra : "-"), NULL };
 	unsigned int n;
 
-	if (!xml) {
-		cfg->warn("hooks %s %s %s: out of memory", argv[1], argv[2],
-			  argv[3]);
-		return;
-	}
 	n = hook_paths(cfg->dir, paths, HOOKS_MAX);
 	for (unsigned int i = 0; i < n; i++) {
 		if (paths[i])
 			hook_one(cfg, paths[i], argv, xml, run, failed);
 		free(paths[i]);
 	}
+}
+
+void hookrun_event(const struct hookrun_config *cfg,
+		   const struct hook_domain *dom, const char *op,
+		   const char *subop, const char *extra,
+		   const struct sysidle_doc *doc, uint64_t *run,
+		   uint64_t *failed)
+{
+	char *xml = sysidle_doc_domain_xml(dom, doc);
+
+	if (!xml) {
+		cfg->warn("hooks %s %s %s: out of memory",
+			  dom->name ? dom->name : "", op ? op : "-",
+			  subop ? subop : "-");
+		return;
+	}
+	hookrun_event_xml(cfg, dom->name, op, subop, extra, xml, run, failed);
 	free(xml);
 }
 

@@ -79,6 +79,11 @@ void hookrun_event(const struct hookrun_config *cfg,
 		   const struct sysidle_doc *doc, uint64_t *run,
 		   uint64_t *failed);
 
+/* The same with @xml (NUL-terminated) on the hooks' stdin instead: the
+ * libvirt bridge's hooks get the domain's own XML from libvirt. */
+void hookrun_event_xml(const struct hookrun_config *cfg, const char *name,
+		       const char *op, const char *subop, const char *extra,
+		       const char *xml, uint64_t *run, uint64_t *failed);
 /* One event of hookrun_events_bounded. */
 struct hookrun_call {
 	const char *op, *subop, *extra;

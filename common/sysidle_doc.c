@@ -10,37 +10,6 @@
 
 #include "sysidle_doc.h"
 
-/* The attributes, in their one order, single-quoted. */
-static char *attributes(const struct sysidle_doc *doc)
-{
-	const char *name = sysidle_state_name(doc->state);
-	time_t t = (time_t)(doc->since_unix_ms / 1000);
-	char since[40];
-	struct tm tm;
-	char *s;
-
-	gmtime_r(&t, &tm);
-	strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%S", &tm);
-	if (asprintf(&s, "name='%s' state='%s' num='%d' since='%s.%03uZ' "
-		     "since_unix_ms='%" PRIu64 "' full_idle_periods='%" PRIu64
-		     "' vcpus='%u'", name, name, (int)doc->state, since,
-		     (unsigned int)(doc->since_unix_ms % 1000),
-		     doc->since_unix_ms, doc->full_idle_periods,
-		     doc->vcpus) < 0)
-		return NULL;
-	return s;
-}
-
-char *sysidle_doc_element(const struct sysidle_doc *doc)
-{
-	char *a = attributes(doc), *xml;
-
-	if (!a || asprintf(&xml, "<state %s/>", a) < 0)
-		xml = NULL;
-	free(a);
-	return xml;
-}
-
 /* @s XML-escaped (malloc'd). */
 static char *xml_escape(const char *s)
 {
@@ -60,6 +29,51 @@ static char *xml_escape(const char *s)
 	}
 	*p = '\0';
 	return out;
+}
+
+/* The attributes, in their one order, single-quoted. */
+static char *attributes(const struct sysidle_doc *doc)
+{
+	const char *name = sysidle_state_name(doc->state);
+	time_t t = (time_t)(doc->since_unix_ms / 1000);
+	char since[40], *host;
+	struct tm tm;
+	char *s, *lease = NULL;
+
+	gmtime_r(&t, &tm);
+	strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (doc->valid_until_unix_ms) {
+		host = xml_escape(doc->writer_host);
+		if (!host || asprintf(&lease, " writer_host='%s' writer_pid='%"
+				      PRIu64 "' writer_start_ticks='%" PRIu64
+				      "' valid_until_unix_ms='%" PRIu64 "'",
+				      host, doc->writer_pid,
+				      doc->writer_start_ticks,
+				      doc->valid_until_unix_ms) < 0)
+			lease = NULL;
+		free(host);
+		if (!lease)
+			return NULL;
+	}
+	if (asprintf(&s, "name='%s' state='%s' num='%d' since='%s.%03uZ' "
+		     "since_unix_ms='%" PRIu64 "' full_idle_periods='%" PRIu64
+		     "' vcpus='%u'%s", name, name, (int)doc->state, since,
+		     (unsigned int)(doc->since_unix_ms % 1000),
+		     doc->since_unix_ms, doc->full_idle_periods,
+		     doc->vcpus, lease ? lease : "") < 0)
+		s = NULL;
+	free(lease);
+	return s;
+}
+
+char *sysidle_doc_element(const struct sysidle_doc *doc)
+{
+	char *a = attributes(doc), *xml;
+
+	if (!a || asprintf(&xml, "<state %s/>", a) < 0)
+		xml = NULL;
+	free(a);
+	return xml;
 }
 
 char *sysidle_doc_domain_xml(const struct hook_domain *dom,
@@ -191,5 +205,15 @@ int sysidle_doc_parse(const char *xml, struct sysidle_doc *doc)
 			return -1;
 		doc->vcpus = (unsigned int)v;
 	}
+	if ((attr(p, "valid_until_unix_ms", buf, sizeof(buf)) &&
+	     !parse_u64(buf, &doc->valid_until_unix_ms)) ||
+	    (attr(p, "writer_pid", buf, sizeof(buf)) &&
+	     !parse_u64(buf, &doc->writer_pid)) ||
+	    (attr(p, "writer_start_ticks", buf, sizeof(buf)) &&
+	     !parse_u64(buf, &doc->writer_start_ticks)))
+		return -1;
+	/* Longer than a host name: left "" (not unescaped: host names have
+	 * no character that needs it). */
+	(void)attr(p, "writer_host", doc->writer_host, sizeof(doc->writer_host));
 	return 0;
 }

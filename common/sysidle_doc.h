@@ -37,6 +37,13 @@ struct sysidle_doc {
 				     * since_unix_ms= and since= */
 	uint64_t full_idle_periods; /* FULL_NOTED reached, since watched */
 	unsigned int vcpus;
+	/* The lease of a long-running writer (the libvirt bridge): who wrote
+	 * it and until when a reader may trust it. valid_until_unix_ms 0: no
+	 * lease, and none of these attributes is written (the VMM's hooks). */
+	uint64_t valid_until_unix_ms;
+	uint64_t writer_pid;         /* the writer process */
+	uint64_t writer_start_ticks; /* its start: /proc/PID/stat field 22 */
+	char writer_host[65];        /* its host name (gethostname) */
 };
 
 /* The element without a namespace prefix: what virDomainSetMetadata takes
@@ -56,8 +63,9 @@ char *sysidle_doc_domain_xml(const struct hook_domain *dom,
 /* Read the first element named "state" (any prefix, either quote) in @xml:
  * the element alone, libvirt's metadata, or a domain XML holding it. It
  * needs since_unix_ms= and at least one of name=, state=, num= (all those
- * present must agree); since=, full_idle_periods= and vcpus= are optional
- * (0 when missing), unknown attributes are ignored. @xml must be NULL or
+ * present must agree); since=, full_idle_periods=, vcpus= and the lease
+ * (valid_until_unix_ms=, writer_host=, writer_pid=, writer_start_ticks=)
+ * are optional (0 or "" when missing), unknown attributes are ignored. @xml must be NULL or
  * NUL-terminated; at most SYSIDLE_DOC_MAX bytes of it are looked at for
  * its length, and the time taken is linear in it. Returns 0 and fills
  * @doc, or -1 (no such element, a bad or missing value, or a text longer

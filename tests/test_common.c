@@ -24,11 +24,48 @@ static void same_doc(const struct sysidle_doc *a, const struct sysidle_doc *b)
 	ck_assert_uint_eq(a->since_unix_ms, b->since_unix_ms);
 	ck_assert_uint_eq(a->full_idle_periods, b->full_idle_periods);
 	ck_assert_uint_eq(a->vcpus, b->vcpus);
+	ck_assert_uint_eq(a->valid_until_unix_ms, b->valid_until_unix_ms);
+	ck_assert_uint_eq(a->writer_pid, b->writer_pid);
+	ck_assert_uint_eq(a->writer_start_ticks, b->writer_start_ticks);
+	ck_assert_str_eq(a->writer_host, b->writer_host);
 }
+
+/* A leased element: the four lease attributes after the others, and read
+ * back as written. */
+START_TEST(test_doc_lease)
+{
+	struct sysidle_doc d = { .state = SYSIDLE_FULL_NOTED,
+				 .since_unix_ms = 1767323045678ull,
+				 .full_idle_periods = 1, .vcpus = 2,
+				 .valid_until_unix_ms = 1767323075678ull,
+				 .writer_pid = 4242,
+				 .writer_start_ticks = 123456,
+				 .writer_host = "host-1.example" };
+	struct sysidle_doc back;
+	char *x = sysidle_doc_element(&d);
+
+	ck_assert_ptr_nonnull(x);
+	ck_assert_str_eq(x, "<state name='FULL_NOTED' state='FULL_NOTED' "
+			 "num='4' since='2026-01-02T03:04:05.678Z' "
+			 "since_unix_ms='1767323045678' "
+			 "full_idle_periods='1' vcpus='2' "
+			 "writer_host='host-1.example' writer_pid='4242' "
+			 "writer_start_ticks='123456' "
+			 "valid_until_unix_ms='1767323075678'/>");
+	ck_assert_int_eq(sysidle_doc_parse(x, &back), 0);
+	same_doc(&back, &d);
+	free(x);
+	ck_assert_int_eq(sysidle_doc_parse("<state name='NOT' since_unix_ms='1' "
+					   "valid_until_unix_ms='x'/>", &back),
+			 -1);
+}
+END_TEST
 
 START_TEST(test_doc_element)
 {
-	struct sysidle_doc d = { SYSIDLE_FULL_NOTED, 1767323045678ull, 2, 3 };
+	struct sysidle_doc d = { .state = SYSIDLE_FULL_NOTED,
+				 .since_unix_ms = 1767323045678ull,
+				 .full_idle_periods = 2, .vcpus = 3 };
 	struct sysidle_doc back;
 	char *x = sysidle_doc_element(&d);
 
@@ -45,7 +82,9 @@ END_TEST
 
 START_TEST(test_doc_domain_xml)
 {
-	struct sysidle_doc d = { SYSIDLE_NOT, 1767225600000ull, 0, 2 };
+	struct sysidle_doc d = { .state = SYSIDLE_NOT,
+				 .since_unix_ms = 1767225600000ull,
+				 .vcpus = 2 };
 	struct hook_domain dom = { "a<b>&'\"", "u-1", 2 };
 	struct sysidle_doc back;
 	char *x = sysidle_doc_domain_xml(&dom, &d);
@@ -285,6 +324,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_doc_element);
+	tcase_add_test(tc, test_doc_lease);
 	tcase_add_test(tc, test_doc_domain_xml);
 	tcase_add_test(tc, test_doc_parse_minimal);
 	tcase_add_test(tc, test_doc_parse_bad);

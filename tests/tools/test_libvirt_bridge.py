@@ -12,7 +12,9 @@ TAP on stdout. Exit: 0 all passed, 1 a check failed, 77 skipped (libvirt's
 test driver cannot be opened)."""
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,12 +26,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
 from tap import check, finish  # noqa: E402
 from procfs import alive, blocks_signal, tasks  # noqa: E402
+import urnschema  # noqa: E402
 
 BRIDGE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
 NS = "urn:sysidle:1"
 ENV = ["HOME=/", "LC_ALL=C",
        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 SINCE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+# each log line: "TIME LEVEL message"; stripped before the lines are read
+LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "
+                        r"(?:INFO|WARNING) ", re.M)
+HAVE_PREFIX = []    # texts seen, for the one check that lines have it
+
+
+def unlog(text):
+    HAVE_PREFIX.append(text)
+    return LOG_PREFIX.sub("", text)
 # ---- the host: libvirt's test driver ----
 
 UUID = "5a1d1e00-0000-4000-8000-0000000000%02d"
@@ -118,9 +130,10 @@ def main_scans(n=20):
 
 # ---- hooks ----
 
-# One line per run: argv[0..4] and the stdin, tab-separated.
+# One line per run: argv[0..4] and the stdin (libvirt's domain XML, its
+# newlines and tabs made spaces), tab-separated.
 RECORDER = """#!/bin/sh
-xml=$(cat)
+xml=$(tr '\\n\\t' '  ')
 printf '%%s\\t%%s\\t%%s\\t%%s\\t%%s\\t%%s\\t%%s\\n' "$0" "$1" "$2" "$3" "$4" "$xml" \
   "$(tr '\\0' ' ' < /proc/$$/environ)" >> '%(record)s'
 %(extra)s
@@ -173,7 +186,7 @@ def by_domain(recs, hook=None):
 def bridge(args, timeout=60):
     p = subprocess.run([BRIDGE] + args, capture_output=True, text=True,
                        timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
+    return p.returncode, unlog(p.stdout), unlog(p.stderr)
 
 
 class Bridge:
@@ -186,10 +199,16 @@ class Bridge:
         self.err_f = open(self.err_path, "w")
         self.p = subprocess.Popen([BRIDGE] + args, stdout=self.out_f,
                                   stderr=self.err_f)
+        # its start (/proc/PID/stat field 22), what its leases name
+        try:
+            with open("/proc/%d/stat" % self.p.pid) as f:
+                self.start_ticks = f.read().rsplit(")", 1)[1].split()[19]
+        except (OSError, IndexError):
+            self.start_ticks = None
 
     def text(self, which="out"):
         with open(self.out_path if which == "out" else self.err_path) as f:
-            return f.read()
+            return unlog(f.read())
 
     def wait(self, timeout=60):
         try:
@@ -212,8 +231,7 @@ def poll_until(fn, timeout):
         time.sleep(0.05)
 
 
-DROPPED_LINE = re.compile(r"^sysidle-libvirt: warning: (\d+) hook events? "
-                          r"dropped: .*$", re.M)
+DROPPED_LINE = re.compile(r"^(\d+) hook events? dropped: .*$", re.M)
 
 
 def hooks_match(have, want):
@@ -276,17 +294,23 @@ def read_backs(out):
 
 
 def check_xml(r, uuid, vcpus, state_pred, what):
+    """@r's stdin is libvirt's own XML of the domain (the test driver's
+    type='test', its <os>), holding the bridge's element, which validates
+    against the schema."""
     try:
         dom = ET.fromstring(r["xml"])
         st = dom.find("metadata/{%s}state" % NS)
-        ok = (dom.tag == "domain" and dom.findtext("name") == r["name"] and
-              dom.findtext("uuid") == uuid and
-              dom.findtext("vcpu") == str(vcpus) and st is not None and
+        ok = (dom.tag == "domain" and dom.get("type") == "test" and
+              dom.find("os") is not None and
+              dom.findtext("name") == r["name"] and
+              dom.findtext("uuid") == uuid and st is not None and
+              st.get("vcpus") == str(vcpus) and
               state_pred(st.get("state")) and
               SINCE.match(st.get("since", "")) is not None)
-    except ET.ParseError:
-        ok = False
-    return check(ok, what, r["xml"])
+        bad = urnschema.validate(r["xml"])
+    except ET.ParseError as e:
+        ok, bad = False, str(e)
+    return check(ok and not bad, what, "%s\n%s" % (bad, r["xml"]))
 
 
 # ---- the tests ----
@@ -309,6 +333,11 @@ def test_main(tmp):
     rc = b.wait(60)
     out, err = b.text(), b.text("err")
     check(rc == 0, "end of the replay: exit 0", "exit %s\n%s" % (rc, err))
+    with open(b.out_path) as f:
+        raw = [l for l in f.read().splitlines() if l]
+    check(raw and all(LOG_PREFIX.match(l) for l in raw),
+          "every log line is 'TIME LEVEL message' (ISO 8601 UTC, ms)",
+          [l for l in raw if not LOG_PREFIX.match(l)][:5])
     pub = published(out)
     exp = {
         "web1": ["NOT", "FULL_NOTED", "NOT", "FULL_NOTED"],
@@ -356,6 +385,22 @@ def test_main(tmp):
     check(ok, "web1: the metadata read back after each change: <state "
           "name num since_unix_ms full_idle_periods vcpus/>",
           "\n".join(l for l in out.splitlines() if "read back" in l))
+    allback = [e for es in backs.values() for e in es if e is not None]
+    bad = [why for why in (urnschema.validate(ET.tostring(e, "unicode"))
+                           for e in allback) if why]
+    check(allback and not bad, "every metadata element read back (%d) "
+          "validates against common/urn-sysidle.rng" % len(allback), bad)
+    now = time.time() * 1000
+    ok = bool(w) and all(
+        e.get("writer_host") == socket.gethostname() and
+        e.get("writer_pid") == str(b.p.pid) and
+        e.get("writer_start_ticks") == b.start_ticks and
+        0 < int(e.get("valid_until_unix_ms", 0)) -
+        int(e.get("since_unix_ms", 0)) <= 30000 + 1000 and
+        int(e.get("valid_until_unix_ms", 0)) > now - 60000 for e in w)
+    check(ok, "web1: each element leased: writer host, pid and start, "
+          "valid_until 30 s (--lease default) after it was written",
+          [e.attrib for e in w])
     r = backs.get("resize", [])
     check(r and r[-1] is not None and r[-1].get("vcpus") == "3" and
           r[-1].get("name") == "FULL_NOTED", "resize: 3 vCPUs in the "
@@ -383,23 +428,26 @@ def test_main(tmp):
         "each event: DIR/vm then vm.d/20-rec (dot files skipped)",
         "\n".join("%s %s %s" % (r["hook"], r["name"], ev(r)) for r in recs))
     dom = by_domain(recs, vm)
+    # watched: running before the bridge's first scan; started: it came
+    # while watched (gone, back); stopped: it went; unwatched: the replay
+    # ended (the bridge stops) while it runs
     exp_hooks = {
-        "web1": ["started begin -", "idle begin -", "idle end 500",
-                 "idle begin -", "idle end MS", "stopped end -"],
-        "db & 2": ["started begin -", "stopped end -"],
-        "big": ["started begin -", "idle begin -", "idle end MS",
-                "stopped end -"],
-        "gone": ["started begin -", "idle begin -", "idle end MS",
+        "web1": ["watched begin -", "idle begin -", "idle end 500",
+                 "idle begin -", "idle end MS", "unwatched end -"],
+        "db & 2": ["watched begin -", "unwatched end -"],
+        "big": ["watched begin -", "idle begin -", "idle end MS",
+                "unwatched end -"],
+        "gone": ["watched begin -", "idle begin -", "idle end MS",
                  "stopped end -", "started begin -", "idle begin -",
-                 "idle end MS", "stopped end -"],
-        "resize": ["started begin -", "idle begin -", "idle end 900",
-                   "idle begin -", "idle end MS", "stopped end -"],
-        "flap": ["started begin -", "idle begin -", "idle end MS",
-                 "stopped end -"],
-        "waiter": ["started begin -", "idle begin -", "idle end 1200",
-                   "stopped end -"],
-        "napper": ["started begin -", "idle begin -", "idle end 900",
-                   "idle begin -", "idle end MS", "stopped end -"],
+                 "idle end MS", "unwatched end -"],
+        "resize": ["watched begin -", "idle begin -", "idle end 900",
+                   "idle begin -", "idle end MS", "unwatched end -"],
+        "flap": ["watched begin -", "idle begin -", "idle end MS",
+                 "unwatched end -"],
+        "waiter": ["watched begin -", "idle begin -", "idle end 1200",
+                   "unwatched end -"],
+        "napper": ["watched begin -", "idle begin -", "idle end 900",
+                   "idle begin -", "idle end MS", "unwatched end -"],
     }
     # With 8 domains and two shell hooks per event the hook thread can fall
     # behind a 100 ms replay on a loaded host; then a domain's pending
@@ -424,7 +472,7 @@ def test_main(tmp):
     w = dom.get("web1", [])
     if len(w) >= 3:
         check_xml(w[0], uuids["web1"], 2, lambda s: s == "NOT",
-                  "web1 started: domain XML on stdin (name, uuid, 2 vCPUs)")
+                  "web1 watched: libvirt's domain XML on stdin (name, uuid, 2 vCPUs)")
         check_xml(w[1], uuids["web1"], 2, lambda s: s == "FULL_NOTED",
                   "web1 idle begin: domain XML with state FULL_NOTED")
         check_xml(w[2], uuids["web1"], 2, lambda s: s == "NOT",
@@ -485,11 +533,13 @@ def test_coalesce(tmp):
           idle and idle[-1].startswith("idle end"),
           "flap: idle begin and idle end alternate, ending with idle end",
           flap)
-    check(flap[:1] == ["started begin -"] and flap[-1:] == ["stopped end -"],
-          "flap: started first, stopped last (never dropped)", flap)
+    check(flap[:1] == ["watched begin -"] and
+          flap[-1:] == ["unwatched end -"],
+          "flap: watched first, unwatched last (never dropped)", flap)
     web = [ev(r) for r in dom.get("web1", [])]
     check([re.sub(r"\d+$", "MS", e) for e in web] ==
-          ["started begin -", "idle begin -", "idle end MS", "stopped end -"],
+          ["watched begin -", "idle begin -", "idle end MS",
+           "unwatched end -"],
           "web1: its idle hooks are not coalesced away by flap's", web)
     xs = [(ET.fromstring(r["xml"]).find("metadata/{%s}state" % NS)
            .get("since"), r["name"], ev(r)) for r in records(record)]
@@ -498,9 +548,103 @@ def test_coalesce(tmp):
           "flap: hooks in the order of the changes", xs)
 
 
+def metrics(path):
+    """{(name, frozenset(labels)): value} of a Prometheus text file."""
+    out = {}
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return out, ""
+    for line in text.splitlines():
+        m = re.match(r'^(\w+)(?:\{(.*)\})? (\S+)$', line)
+        if m and not line.startswith("#"):
+            labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"',
+                                          m.group(2) or ""))
+            out[(m.group(1), labels)] = float(m.group(3))
+    return out, text
+
+
+def metric(ms, name, **labels):
+    for (n, ls), v in ms.items():
+        if n == name and all((k, x) in ls for k, x in labels.items()):
+            return v
+    return None
+
+
+def test_metrics_lease(tmp):
+    """--metrics-file, --idle-interval and --lease on a replay: web1 and
+    flap fully idle (the interval stretches to --idle-interval; the
+    lease is renewed with the same since), then flap busy (back to
+    --interval at once)."""
+    node = os.path.join(tmp, "node.xml")
+    stats = os.path.join(tmp, "metrics.stats")
+    mfile = os.path.join(tmp, "bridge.prom")
+    write_stats(stats, [{"web1": vcpus([1, 1]),
+                         "flap": vcpus([1 if i < 14 else i])}
+                        for i in range(34)])
+    b = Bridge(tmp, "metrics", ["--libvirt", "test://" + node,
+                                "--stats-file", stats, "--interval", "50",
+                                "--idle-interval", "400", "--lease", "3",
+                                "--metrics-file", mfile, "--verbose"])
+    seen = {}
+
+    def stretched():
+        ms, text = metrics(mfile)
+        if metric(ms, "sysidle_libvirt_interval_seconds") == 0.4:
+            seen["idle"] = (ms, text, time.time())
+            return True
+        return False
+    poll_until(stretched, 20)
+    ms, text, t_read = seen.get("idle", ({}, "", 0))
+    check(bool(ms), "all watched domains fully idle: the interval "
+          "stretched to --idle-interval 400 ms (in the metrics)",
+          metrics(mfile)[1])
+    promtool = shutil.which("promtool")
+    if promtool and text:
+        p = subprocess.run([promtool, "check", "metrics"], input=text,
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 0 and not p.stdout.strip() and
+              not p.stderr.strip(), "the bridge's metrics file passes "
+              "promtool check metrics", p.stdout + p.stderr + text)
+    else:
+        check(False, "promtool check metrics on the bridge's metrics file",
+              "promtool is not installed (Debian: prometheus)")
+    since = metric(ms, "sysidle_vm_full_idle_since_timestamp_seconds",
+                   vm="web1")
+    check(metric(ms, "sysidle_vm_full_idle", vm="web1") == 1 and
+          since is not None and t_read - 10 < since <= t_read and
+          metric(ms, "sysidle_vm_state", vm="web1",
+                 uuid=UUID % 1) == 4 and
+          metric(ms, "sysidle_libvirt_domain_source", vm="web1",
+                 source="file") == 1 and
+          metric(ms, "sysidle_libvirt_domains_watched") == 2 and
+          metric(ms, "sysidle_libvirt_up") == 1,
+          "metrics: web1 fully idle since %s (read at %.3f), its state, "
+          "uuid and source; 2 domains watched" % (since, t_read), text)
+    back = poll_until(lambda: metric(metrics(mfile)[0],
+                      "sysidle_libvirt_interval_seconds") == 0.05, 20)
+    check(back, "flap busy: the interval back to --interval 50 ms",
+          metrics(mfile)[1])
+    rc = b.wait(60)
+    ms, text = metrics(mfile)
+    check(rc == 0 and metric(ms, "sysidle_libvirt_up") == 0 and
+          metric(ms, "sysidle_libvirt_domains_watched") == 0,
+          "at exit: the file says sysidle_libvirt_up 0", text)
+    web = [e for e in read_backs(b.text()).get("web1", [])
+           if e is not None and e.get("name") == "FULL_NOTED"]
+    sinces = {e.get("since_unix_ms") for e in web}
+    until = [int(e.get("valid_until_unix_ms", 0)) for e in web]
+    check(len(web) >= 2 and len(sinces) == 1 and until == sorted(until) and
+          len(set(until)) == len(until),
+          "--lease 3: web1's FULL_NOTED renewed (%d writes, the same since, "
+          "each valid_until later)" % len(web),
+          [e.attrib for e in web])
+
+
 def test_sigterm(tmp):
-    """SIGTERM while domains are fully idle: idle end, then stopped end
-    for each, metadata removed, exit 0."""
+    """SIGTERM while domains are fully idle: idle end, then unwatched end
+    (never stopped: they run on) for each, metadata removed, exit 0."""
     node = os.path.join(tmp, "node.xml")
     stats = os.path.join(tmp, "long.stats")
     hooks = os.path.join(tmp, "hooks-term")
@@ -524,12 +668,13 @@ def test_sigterm(tmp):
           "exit %s\n%s" % (rc, b.text("err")))
     dom = by_domain(records(record))
     web = [re.sub(r"\d+$", "MS", ev(r)) for r in dom.get("web1", [])]
-    check(web == ["started begin -", "idle begin -", "idle end MS",
-                  "stopped end -"],
-          "web1: idle end before stopped end at SIGTERM", web)
+    check(web == ["watched begin -", "idle begin -", "idle end MS",
+                  "unwatched end -"],
+          "web1: idle end before unwatched end at SIGTERM (no stopped: "
+          "it runs on)", web)
     flap = [ev(r) for r in dom.get("flap", [])]
-    check(flap == ["started begin -", "stopped end -"],
-          "flap (busy): stopped end at SIGTERM", flap)
+    check(flap == ["watched begin -", "unwatched end -"],
+          "flap (busy): unwatched end at SIGTERM", flap)
     check("web1: metadata removed" in out and "flap: metadata removed" in out,
           "SIGTERM: the metadata is removed", out)
 
@@ -598,7 +743,8 @@ def test_hang(tmp):
     check(rc == 0, "end of the replay: exit 0", "exit %s\n%s" %
           (rc, b.text("err")))
     evs = [ev(r) for r in records(record) if r["name"] == "flap"]
-    check(evs[:1] == ["started begin -"] and evs[-1:] == ["stopped end -"],
+    check(evs[:1] == ["watched begin -"] and
+          evs[-1:] == ["unwatched end -"],
           "the other domain's hooks still ran", evs)
 
 
@@ -637,12 +783,29 @@ def test_errors(tmp):
               "Try 'sysidle-libvirt --help'" in err and not out,
               "bad options (%s): a clear error, exit 2" % what,
               "exit %s\n%s%s" % (rc, out, err))
+    for args, what in [(["--source", "qemu"], "--source qemu"),
+                       (["--lease", "2"], "--lease 2"),
+                       (["--lease", "86401"], "--lease too long"),
+                       (["--idle-interval", "0"], "--idle-interval 0"),
+                       (["--interval", "500", "--idle-interval", "100"],
+                        "--idle-interval shorter than --interval"),
+                       (["--stats-file", "x", "--source", "kvm"],
+                        "--stats-file with --source"),
+                       (["--metrics-file", ""], "an empty --metrics-file")]:
+        rc, out, err = bridge(args)
+        check(rc == 2 and err.startswith("sysidle-libvirt: ") and
+              "Try 'sysidle-libvirt --help'" in err and not out,
+              "bad options (%s): a clear error, exit 2" % what,
+              "exit %s\n%s%s" % (rc, out, err))
     rc, out, err = bridge(["--help"])
     check(rc == 0 and all(o in out for o in [
         "--libvirt URI", "--interval MS", "--hooks DIR", "--hook-timeout",
         "--once", "--stats-file FILE", "--verbose", "--help",
-        "qemu:///system", "/etc/sysidle/hooks", "(default 100)",
-        "(default 10)"]), "--help lists every option and its default", out)
+        "--source S", "--idle-interval MS", "--lease SECONDS",
+        "--metrics-file FILE", "(default auto)", "(default 1000",
+        "(default 30)", "qemu:///system", "/etc/sysidle/hooks",
+        "(default 100)", "(default 10)"]),
+        "--help lists every option and its default", out)
     bad = os.path.join(tmp, "bad.stats")
     with open(bad, "w") as f:
         f.write("0 web1 vcpu.0.halt_exits.sum=1\n100 web1 vcpu.0.blocking=x\n")
@@ -749,6 +912,7 @@ def main():
         test_once(tmp)
         test_main(tmp)
         test_coalesce(tmp)
+        test_metrics_lease(tmp)
         test_sigterm(tmp)
         test_hang(tmp)
     return finish()

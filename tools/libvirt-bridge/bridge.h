@@ -15,6 +15,7 @@
 
 #include "domain_idle.h"
 #include "hookrun.h"
+#include "stats_host.h"
 #include "stats_source.h"
 
 #define PROG "sysidle-libvirt"
@@ -27,11 +28,17 @@
 struct options {
 	const char *uri;
 	uint64_t interval_ms;
+	uint64_t idle_interval_ms; /* --idle-interval: the stretched bound */
+	uint64_t lease_s;
+	const char *metrics_file;
 	const char *hooks_dir;
 	uint64_t hook_timeout_ns;
 	bool once;
 	const char *stats_file;
 	bool verbose;
+	enum stats_kind source;  /* --source; STATS_FILE with --stats-file */
+	bool remote;             /* --libvirt names another host: libvirt's
+				  * statistics only */
 };
 
 /* One libvirt domain the bridge has seen. */
@@ -40,13 +47,22 @@ struct tracked {
 	char uuid[VIR_UUID_STRING_BUFLEN];
 	virDomainPtr dom;        /* from the latest scan */
 	struct domain_idle *di;
+	struct host_vm *host;    /* kvm or proc source; NULL: libvirt's */
+	bool host_failed;        /* cannot be attached: libvirt's (auto) or
+				  * not watched (kvm, proc) */
 	bool seen;               /* in the current scan */
 	bool watched;            /* has statistics: started hook, metadata */
 	bool skipped;            /* no statistics in the latest scan */
 	bool warned;             /* the no-statistics warning was given */
 	bool meta_failed;        /* the last metadata change failed */
+	bool skipped_once;       /* was ever skipped (no statistics) */
 	enum sysidle_state published;
+	uint64_t since_unix_ms;  /* when @published began */
 	uint64_t noted_unix_ms;  /* when FULL_NOTED was reached */
+	uint64_t lease_until_ms; /* the published metadata's valid_until */
+	char *xml;               /* libvirt's domain XML, as last read for
+				  * the hooks (their stdin at "stopped") */
+	unsigned int first_scan; /* scans_done when first seen */
 	unsigned int ncpus;
 	char reason[160];        /* the latest scan's */
 };
@@ -54,6 +70,7 @@ struct tracked {
 extern struct options opt;
 extern struct tracked **doms;
 extern size_t ndoms;
+extern unsigned int scans_done;
 
 /* sysidle-libvirt.c */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -74,8 +91,10 @@ void process_scan(struct stats_scan *scan);
 void warn_unknown(const char *name);
 /* --once: each domain's state. */
 void print_once(void);
-/* @t is no longer watched: a fully idle domain's "idle end", "stopped". */
-void unwatch(struct tracked *t, const char *why);
+/* @t is no longer watched: a fully idle domain's "idle end", then
+ * "stopped end" (@gone: the domain stopped) or "unwatched end" (it runs
+ * on: the bridge stops). */
+void unwatch(struct tracked *t, const char *why, bool gone);
 void tracked_free(struct tracked *t);
 /* After hook_queue_stop(): the dropped hook events, if any. */
 void report_dropped_hooks(void);

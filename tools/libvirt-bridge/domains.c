@@ -12,10 +12,13 @@
 
 #include "bridge.h"
 #include "hook_queue.h"
+#include "lease.h"
+#include "metrics.h"
 #include "publish.h"
 
 struct tracked **doms;
 size_t ndoms;
+unsigned int scans_done;      /* scans processed: 0 during the first */
 static char **unknown;        /* replay records naming no domain (warned) */
 static size_t nunknown;
 
@@ -24,15 +27,19 @@ static struct hook_domain hook_dom(const struct tracked *t)
 	return (struct hook_domain){ t->name, t->uuid, t->ncpus };
 }
 
-/* @t's urn:sysidle:1 document for state @st since @since_unix_ms. */
+/* @t's urn:sysidle:1 document for state @st since @since_unix_ms, with
+ * the bridge's lease from now. */
 static struct sysidle_doc doc_of(const struct tracked *t,
 				 enum sysidle_state st, uint64_t since_unix_ms)
 {
-	return (struct sysidle_doc){
+	struct sysidle_doc doc = {
 		.state = st, .since_unix_ms = since_unix_ms,
 		.full_idle_periods = domain_idle_full_periods(t->di),
 		.vcpus = t->ncpus,
 	};
+
+	lease_fill(&doc, unix_ms());
+	return doc;
 }
 
 static struct tracked *tracked_get(const struct stats_domain *sd)
@@ -49,6 +56,7 @@ static struct tracked *tracked_get(const struct stats_domain *sd)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
+	t->first_scan = scans_done;
 	t->di = domain_idle_new();
 	t->name = strdup(sd->name);
 	if (!t->di || !t->name) {
@@ -64,25 +72,21 @@ static struct tracked *tracked_get(const struct stats_domain *sd)
 
 void tracked_free(struct tracked *t)
 {
+	host_vm_free(t->host);
 	if (t->dom)
 		virDomainFree(t->dom);
+	free(t->xml);
 	domain_idle_free(t->di);
 	free(t->name);
 	free(t);
 }
 
-/* A state published: the log line, the metadata (and, --verbose, what
- * libvirt then holds). */
-static void publish(struct tracked *t, enum sysidle_state st, const char *why)
+/* @t's metadata: @st since t->since_unix_ms, leased from now. */
+static void set_metadata(struct tracked *t, enum sysidle_state st)
 {
-	struct sysidle_doc doc = doc_of(t, st, unix_ms());
+	struct sysidle_doc doc = doc_of(t, st, t->since_unix_ms);
 	char *back;
 
-	t->published = st;
-	if (st == SYSIDLE_FULL_NOTED)
-		t->noted_unix_ms = doc.since_unix_ms;
-	if (!opt.once) /* --once: print_once says it all at the end */
-		say("%s: %s (%s)", t->name, sysidle_state_name(st), why);
 	if (!t->dom)
 		return;
 	if (publish_metadata(t->dom, &doc) < 0) {
@@ -90,9 +94,11 @@ static void publish(struct tracked *t, enum sysidle_state st, const char *why)
 			warn("%s: cannot set its metadata: %s (until it "
 			     "works again, not repeated)", t->name, lv_error());
 		t->meta_failed = true;
+		metrics_error();
 		return;
 	}
 	t->meta_failed = false;
+	t->lease_until_ms = doc.valid_until_unix_ms;
 	if (opt.verbose && !opt.once) {
 		back = publish_read_back(t->dom);
 		say("%s: metadata %s read back: %s", t->name, PUBLISH_NS,
@@ -101,21 +107,76 @@ static void publish(struct tracked *t, enum sysidle_state st, const char *why)
 	}
 }
 
-/* @t is no longer watched (it went away, or the bridge stops): a fully
- * idle domain's idle period ends, then "stopped end". */
-void unwatch(struct tracked *t, const char *why)
+/* A state published: the log line, the metadata (and, --verbose, what
+ * libvirt then holds). */
+static void publish(struct tracked *t, enum sysidle_state st, const char *why)
+{
+	if (st != t->published || !t->since_unix_ms)
+		t->since_unix_ms = unix_ms();
+	t->published = st;
+	if (st == SYSIDLE_FULL_NOTED)
+		t->noted_unix_ms = t->since_unix_ms;
+	if (!opt.once) /* --once: print_once says it all at the end */
+		say("%s: %s (%s)", t->name, sysidle_state_name(st), why);
+	set_metadata(t, st);
+	metrics_changed();
+}
+
+/* The domain's XML from libvirt for the hooks' stdin, kept as the one for
+ * its "stopped" (the domain is gone by then): a failure keeps the last
+ * one (NULL: never read, the hooks get the small XML instead). */
+static const char *hook_xml(struct tracked *t)
+{
+	char *xml = t->dom ? virDomainGetXMLDesc(t->dom, 0) : NULL;
+
+	if (xml) {
+		free(t->xml);
+		t->xml = xml;
+	}
+	return t->xml;
+}
+
+/* The hooks of @t's change from @from to t->published. */
+static void hooks_change(struct tracked *t, enum sysidle_state from,
+			 uint64_t full_idle_ms)
+{
+	struct hook_domain hd = hook_dom(t);
+	struct sysidle_doc doc = doc_of(t, t->published, t->since_unix_ms);
+
+	if (opt.once || !hook_queue_active() ||
+	    (from == SYSIDLE_FULL_NOTED) == (t->published == SYSIDLE_FULL_NOTED))
+		return;
+	publish_hooks_change(&hd, from, &doc, full_idle_ms, hook_xml(t));
+}
+
+/* @t is no longer watched: @gone, it stopped ("stopped end"); else the
+ * bridge stops watching it while it runs ("unwatched end"). A fully idle
+ * domain's idle period ends first. */
+void unwatch(struct tracked *t, const char *why, bool gone)
 {
 	struct hook_domain hd = hook_dom(t);
 	struct sysidle_doc doc = doc_of(t, SYSIDLE_NOT, unix_ms());
+	const char *xml;
 
 	if (!t->watched || opt.once)
 		return;
+	xml = !hook_queue_active() ? NULL : gone ? t->xml : hook_xml(t);
 	if (t->published == SYSIDLE_FULL_NOTED)
 		publish_hooks_change(&hd, SYSIDLE_FULL_NOTED, &doc,
-				     doc.since_unix_ms - t->noted_unix_ms);
-	hook_queue_post(&hd, "stopped", "end", NULL, &doc);
-	say("%s: stopped (%s)", t->name, why);
+				     doc.since_unix_ms - t->noted_unix_ms, xml);
+	hook_queue_post(&hd, gone ? "stopped" : "unwatched", "end", NULL,
+			&doc, xml);
+	say("%s: %s (%s)", t->name, gone ? "stopped" : "unwatched", why);
 	t->watched = false;
+	metrics_changed();
+}
+
+/* Renew @t's lease when a third of it is left. */
+static void lease_renew(struct tracked *t, uint64_t now_ms)
+{
+	if (t->watched && !opt.once && !t->meta_failed &&
+	    lease_due(t->lease_until_ms, now_ms))
+		set_metadata(t, t->published);
 }
 
 /* One scan's result for one domain. */
@@ -125,8 +186,6 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 	struct vcpu_sample *buf = calloc(sd->nvcpus + 1, sizeof(*buf));
 	struct domain_idle_report r;
 	struct domain_sample s;
-	struct hook_domain hd;
-	struct sysidle_doc doc;
 	enum sysidle_state from = t->published;
 	char why[200];
 	int rc;
@@ -144,8 +203,9 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 	}
 	snprintf(t->reason, sizeof(t->reason), "%s", r.reason);
 	t->skipped = rc == DOMAIN_IDLE_NO_STATS;
+	t->skipped_once |= t->skipped;
 	if (t->skipped) {
-		if (!t->warned)
+		if (!t->warned && !t->host_failed)
 			warn("%s: no vcpu.N.halt_exits.sum with "
 			     "vcpu.N.blocking.cur or vcpu.N.halt_wait_ns.sum "
 			     "statistics (libvirt or the kernel lacks KVM's "
@@ -153,32 +213,36 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 			     "idle", t->name);
 		t->warned = true;
 		if (t->watched && t->published != SYSIDLE_NOT) {
-			hd = hook_dom(t);
-			doc = doc_of(t, SYSIDLE_NOT, unix_ms());
-			publish_hooks_change(&hd, from, &doc, r.full_idle_ms);
 			publish(t, SYSIDLE_NOT, r.reason);
+			hooks_change(t, from, r.full_idle_ms);
 		}
 		return;
 	}
 	t->ncpus = r.ncpus;
-	hd = hook_dom(t);
 	if (!t->watched) {
 		t->watched = true;
-		doc = doc_of(t, SYSIDLE_NOT, unix_ms());
-		if (!opt.once)
-			hook_queue_post(&hd, "started", "begin", NULL, &doc);
 		snprintf(why, sizeof(why), "watching %u vCPU%s; %s", r.ncpus,
 			 r.ncpus == 1 ? "" : "s", r.reason);
-		from = SYSIDLE_NOT;
-	} else if (r.to != from || r.recreated) {
-		snprintf(why, sizeof(why), "%s", r.reason);
-	} else {
+		publish(t, r.to, why);
+		if (!opt.once && hook_queue_active()) {
+			struct hook_domain hd = hook_dom(t);
+			struct sysidle_doc doc = doc_of(t, t->published,
+							t->since_unix_ms);
+
+			/* started: it appeared while the bridge watched;
+			 * watched: it ran before the bridge's first scan (or
+			 * before its statistics could be read). */
+			hook_queue_post(&hd, t->first_scan && !t->skipped_once ?
+					"started" : "watched", "begin", NULL,
+					&doc, hook_xml(t));
+		}
+		hooks_change(t, SYSIDLE_NOT, r.full_idle_ms);
 		return;
 	}
-	doc = doc_of(t, r.to, unix_ms());
-	if (!opt.once)
-		publish_hooks_change(&hd, from, &doc, r.full_idle_ms);
-	publish(t, r.to, why);
+	if (r.to == from && !r.recreated)
+		return;
+	publish(t, r.to, r.reason);
+	hooks_change(t, from, r.full_idle_ms);
 }
 
 /* After hook_queue_stop(): say how many hook events were never run, so whoever
@@ -214,10 +278,80 @@ void warn_unknown(const char *name)
 	     "ignored", name);
 }
 
+/* Attach @t to its QEMU process for opt.source; false: it cannot, said
+ * once (auto: libvirt's statistics from now on; kvm, proc: not watched). */
+static bool host_attach(struct tracked *t)
+{
+	char why[256];
+
+	t->host = host_vm_attach(t->uuid, opt.source, "/proc",
+				 STATS_KVM_DEBUGFS, why, sizeof(why));
+	if (t->host) {
+		say("%s: source %s (process %d, %u vCPU threads)", t->name,
+		    stats_kind_name(host_vm_kind(t->host)),
+		    host_vm_pid(t->host), host_vm_ncpus(t->host));
+		return true;
+	}
+	t->host_failed = true;
+	if (opt.source == STATS_AUTO)
+		warn("%s: source libvirt: %s; libvirt's vCPU statistics make "
+		     "QEMU wake every vCPU of the domain at every scan", t->name,
+		     why);
+	else
+		warn("%s: --source %s: %s: not watched, never reported idle",
+		     t->name, stats_kind_name(opt.source), why);
+	return false;
+}
+
+/* @sd's vCPU samples from this host (attaching @t first if need be);
+ * false when they must come from libvirt. A domain --source kvm or proc
+ * cannot read is left without samples (skipped). */
+static bool host_sample(struct tracked *t, struct stats_domain *sd)
+{
+	char why[256];
+
+	if (opt.source == STATS_FILE || opt.source == STATS_LIBVIRT ||
+	    opt.remote || (sd->state != VIR_DOMAIN_RUNNING &&
+			   sd->state != VIR_DOMAIN_BLOCKED))
+		return opt.source != STATS_LIBVIRT && !opt.remote;
+	if (!t->host && (t->host_failed || !host_attach(t)))
+		return opt.source != STATS_AUTO;
+	if (host_vm_sample(t->host, sd, why, sizeof(why)) == 0)
+		return true;
+	/* Restarted (a new QEMU process), or going: attach again. */
+	say("%s: %s: attaching again", t->name, why);
+	host_vm_free(t->host);
+	t->host = NULL;
+	if (!host_attach(t))
+		return opt.source != STATS_AUTO;
+	return host_vm_sample(t->host, sd, why, sizeof(why)) == 0 ||
+	       opt.source != STATS_AUTO;
+}
+
+/* Not in the scan's list, but is @t's domain still running (a listing
+ * that raced with something)? Only what libvirt says for sure counts:
+ * "stopped" goes to the hooks only for a domain that stopped. */
+static bool still_active(struct tracked *t)
+{
+	if (!t->dom || opt.source == STATS_FILE)
+		return false; /* a replay's state.state=5: gone */
+	return virDomainIsActive(t->dom) == 1;
+}
+
 void process_scan(struct stats_scan *scan)
 {
-	size_t i, j;
+	struct tracked **ts = calloc(scan->n + 1, sizeof(*ts));
+	struct stats_domain **lv = calloc(scan->n + 1, sizeof(*lv));
+	size_t i, j, nlv = 0;
+	static bool lv_failing;
+	uint64_t now_ms;
 
+	if (!ts || !lv) {
+		warn("scan: out of memory");
+		free(ts);
+		free(lv);
+		return;
+	}
 	for (i = 0; i < ndoms; i++)
 		doms[i]->seen = false;
 	for (i = 0; i < scan->n; i++) {
@@ -243,18 +377,39 @@ void process_scan(struct stats_scan *scan)
 		if (t->dom)
 			virDomainFree(t->dom);
 		t->dom = sd->dom; /* the scan's reference, now ours */
-		sd->dom = NULL;
-		domain_scan(t, sd, scan->t_ns);
+		ts[i] = t;
+		if (!host_sample(t, sd))
+			lv[nlv++] = sd;
 	}
+	/* The domains that only libvirt can tell about: one call for all. */
+	if (nlv && stats_source_libvirt_vcpus(lv, nlv) < 0) {
+		if (!lv_failing)
+			warn("libvirt's vCPU statistics: %s (until they work "
+			     "again, not repeated)", lv_error());
+		lv_failing = true;
+	} else if (nlv) {
+		lv_failing = false;
+	}
+	for (i = 0; i < scan->n; i++) {
+		if (!ts[i])
+			continue;
+		scan->doms[i].dom = NULL; /* now ts[i]->dom */
+		domain_scan(ts[i], &scan->doms[i], scan->t_ns);
+	}
+	free(ts);
+	free(lv);
+	now_ms = unix_ms();
 	for (i = j = 0; i < ndoms; i++) {
-		if (doms[i]->seen) {
+		if (doms[i]->seen || still_active(doms[i])) {
+			lease_renew(doms[i], now_ms);
 			doms[j++] = doms[i];
 			continue;
 		}
-		unwatch(doms[i], "the domain is gone");
+		unwatch(doms[i], "the domain is gone", true);
 		tracked_free(doms[i]);
 	}
 	ndoms = j;
+	scans_done++;
 }
 
 void print_once(void)

@@ -17,6 +17,7 @@
 
 struct hook_event {
 	char *name, *uuid;      /* owned copies of the hook_domain's */
+	char *xml;              /* owned: stdin; NULL: from name, uuid, doc */
 	unsigned int ncpus;
 	char op[16], subop[16], extra[24];
 	struct sysidle_doc doc;
@@ -48,7 +49,8 @@ static void event_free(struct hook_event *ev)
 {
 	free(ev->name);
 	free(ev->uuid);
-	ev->name = ev->uuid = NULL;
+	free(ev->xml);
+	ev->name = ev->uuid = ev->xml = NULL;
 }
 
 /* Under the lock: the begun entry of @uuid, or -1. */
@@ -92,8 +94,12 @@ static void run_event(const struct hook_event *ev)
 	struct hook_domain dom = { ev->name, ev->uuid, ev->ncpus };
 	uint64_t run = 0, failed = 0;
 
-	hookrun_event(&hookq.run_cfg, &dom, ev->op, ev->subop, ev->extra,
-		      &ev->doc, &run, &failed);
+	if (ev->xml)
+		hookrun_event_xml(&hookq.run_cfg, ev->name, ev->op, ev->subop,
+				  ev->extra, ev->xml, &run, &failed);
+	else
+		hookrun_event(&hookq.run_cfg, &dom, ev->op, ev->subop,
+			      ev->extra, &ev->doc, &run, &failed);
 	pthread_mutex_lock(&hookq.lock);
 	hookq.run += run;
 	hookq.failed += failed;
@@ -180,7 +186,7 @@ static void queue_append(struct hook_event *ev)
  * blocks beyond the queue's mutex. */
 void hook_queue_post(const struct hook_domain *dom, const char *op,
 		     const char *subop, const char *extra,
-		     const struct sysidle_doc *doc)
+		     const struct sysidle_doc *doc, const char *xml)
 {
 	struct hook_event ev = { .ncpus = dom->ncpus, .doc = *doc };
 	size_t i, j, last;
@@ -193,8 +199,9 @@ void hook_queue_post(const struct hook_domain *dom, const char *op,
 	snprintf(ev.extra, sizeof(ev.extra), "%s", extra ? extra : "");
 	ev.name = strdup(dom->name ? dom->name : "");
 	ev.uuid = strdup(dom->uuid ? dom->uuid : "");
+	ev.xml = xml ? strdup(xml) : NULL;
 	pthread_mutex_lock(&hookq.lock);
-	if (!ev.name || !ev.uuid) {
+	if (!ev.name || !ev.uuid || (xml && !ev.xml)) {
 		hookq.dropped++;
 		pthread_mutex_unlock(&hookq.lock);
 		event_free(&ev);
@@ -259,6 +266,11 @@ void hook_queue_stop(void)
 	free(hookq.begun);
 	hookq.begun = NULL;
 	hookq.nbegun = hookq.capbegun = 0;
+}
+
+bool hook_queue_active(void)
+{
+	return hookq.started;
 }
 
 /* Any thread. */

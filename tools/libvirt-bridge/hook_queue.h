@@ -15,6 +15,7 @@
 #ifndef SYSIDLE_LIBVIRT_HOOK_QUEUE_H
 #define SYSIDLE_LIBVIRT_HOOK_QUEUE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hookrun.h"
@@ -34,14 +35,18 @@ struct hook_queue_config {
  * be started. */
 int hook_queue_start(const struct hook_queue_config *cfg);
 /* Never blocks (beyond a mutex). @op/@subop/@extra as libvirt's argv[2..4]
- * (NULL: "-"); @doc goes into the domain XML on stdin. One thread at a
- * time (or callers that serialise themselves). */
+ * (NULL: "-"); @xml (copied) is the hooks' stdin, the domain's XML from
+ * libvirt; NULL: the small domain XML of @dom and @doc
+ * (sysidle_doc_domain_xml). One thread at a time (or callers that
+ * serialise themselves). */
 void hook_queue_post(const struct hook_domain *dom, const char *op,
 		     const char *subop, const char *extra,
-		     const struct sysidle_doc *doc);
+		     const struct sysidle_doc *doc, const char *xml);
 /* Waits for the queue to drain (each hook still bounded by the timeout),
  * then stops the worker. */
 void hook_queue_stop(void);
+/* The posting thread: is there a worker (hooks to run)? */
+bool hook_queue_active(void);
 /* Any thread. */
 void hook_queue_counts(uint64_t *run, uint64_t *failed, uint64_t *dropped);
 

@@ -2,9 +2,11 @@
 /* sysidle-libvirt's options and --help: see bridge.h. */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bridge.h"
 
@@ -13,32 +15,53 @@ struct options opt;
 static const char usage_text[] =
 "usage: " PROG " [OPTION]...\n"
 "Run the full-system-idle state machine for each running QEMU/KVM domain\n"
-"of a libvirt host, from KVM's per-vCPU statistics: a vCPU whose\n"
-"halt-exit count (vcpu.N.halt_exits.sum) has not moved since the previous\n"
-"scan, and that was halted throughout (vcpu.N.blocking.cur at both scans,\n"
-"or vcpu.N.halt_wait_ns.sum grown by at least 90% of the time between\n"
-"them), was idle for the whole interval. Each state change is logged on\n"
-"stdout, set as the domain's live metadata (namespace urn:sysidle:1,\n"
-"element <state name=.. state=.. num=.. since=.. since_unix_ms=..\n"
-"full_idle_periods=.. vcpus=../>) and passed to the hooks. A domain\n"
-"without those statistics gets one warning and is not watched.\n"
+"of a libvirt host. A vCPU that did not run since the previous scan and\n"
+"was halted at both scans was idle for the whole interval; each state\n"
+"change is logged, set as the domain's live metadata (namespace\n"
+"urn:sysidle:1, one <state/> element with a lease: who wrote it, and\n"
+"until when it holds) and passed to the hooks.\n"
 "\n"
 "  --libvirt URI      the libvirt connection (default " DEFAULT_URI ")\n"
+"  --source S         where the vCPUs' state comes from (default auto):\n"
+"                     kvm: KVM's statistics in debugfs (" STATS_KVM_DEBUGFS
+"/\n"
+"                     PID-FD: blocking, vcpuN/pid) and each vCPU thread's\n"
+"                     scheduler counts (/proc/PID/task/TID/schedstat,\n"
+"                     stat); proc: the vCPU threads (named 'CPU N/KVM')\n"
+"                     alone; libvirt: libvirt's vCPU statistics, which\n"
+"                     make QEMU wake every vCPU at every scan; auto: kvm,\n"
+"                     else proc, else libvirt, per domain, said once each.\n"
+"                     A remote --libvirt URI: libvirt only\n"
 "  --interval MS      scan every MS milliseconds, 1 to 3600000 (default 100)\n"
-"  --hooks DIR        run DIR/vm, then DIR/vm.d/*, as the VMM does:\n"
-"                     NAME started begin - (a domain is first watched),\n"
-"                     NAME idle begin - / NAME idle end MS (FULL_NOTED\n"
-"                     reached / left after MS ms), NAME stopped end - (the\n"
-"                     domain went away, or " PROG " stops); the domain\n"
-"                     XML on stdin (default " DEFAULT_HOOKS_DIR ";\n"
-"                     absent: no hooks)\n"
+"  --idle-interval MS while every watched domain is fully idle, let the\n"
+"                     interval double at each scan up to MS (default 1000;\n"
+"                     at least --interval): a domain leaving full idle is\n"
+"                     then seen at most MS late. Back to --interval at the\n"
+"                     first scan where any domain is not fully idle\n"
+"                     (with --stats-file: the default is --interval)\n"
+"  --lease SECONDS    the metadata's lease, 3 to 86400 (default 30): it\n"
+"                     is renewed when a third of it is left; readers\n"
+"                     (sysidle-consolidate, the sample hook) ignore a state\n"
+"                     whose lease ran out or whose writer is gone\n"
+"  --metrics-file FILE  write the bridge's metrics (Prometheus text\n"
+"                     format) to FILE: at each state change and at most\n"
+"                     every 10 s otherwise\n"
+"  --hooks DIR        run DIR/vm, then DIR/vm.d/*, as libvirt runs its\n"
+"                     qemu hooks, with the domain's XML from libvirt on\n"
+"                     stdin: NAME started begin - (a domain started while\n"
+"                     watched), NAME watched begin - (a running domain is\n"
+"                     first watched), NAME idle begin - / NAME idle end MS\n"
+"                     (FULL_NOTED reached / left after MS ms), NAME stopped\n"
+"                     end - (the domain stopped), NAME unwatched end - (it\n"
+"                     runs on, no longer watched: " PROG " stops)\n"
+"                     (default " DEFAULT_HOOKS_DIR "; absent: no hooks)\n"
 "  --hook-timeout SECONDS  kill a hook still running after SECONDS\n"
 "                     (default 10)\n"
 "  --once             scan twice, one interval apart, set each domain's\n"
-"                     metadata (left in place), print each domain's state\n"
-"                     and exit; runs no hooks\n"
+"                     metadata (left in place until its lease ends), print\n"
+"                     each domain's state and exit; runs no hooks\n"
 "  --stats-file FILE  replay recorded statistics from FILE instead of\n"
-"                     asking libvirt (for tests and offline replay): lines\n"
+"                     reading them (for tests and offline replay): lines\n"
 "                     'T_MS DOMAIN KEY=VALUE...', one scan per T_MS, one\n"
 "                     scan per interval; the domains, the metadata and the\n"
 "                     hooks still go through --libvirt. Stops at the end.\n"
@@ -48,11 +71,27 @@ static const char usage_text[] =
 "                     change, and the replay's unknown domains\n"
 "  --help             show this help and exit\n"
 "\n"
+"Log lines: 'TIME LEVEL message' (or '<N>message' when stdout or stderr is\n"
+"the systemd journal).\n"
 "SIGTERM or SIGINT (or the end of --stats-file): finish the scan, run the\n"
-"stopped hooks (after 'idle end' for a domain fully idle), remove the\n"
+"hooks (idle end for a domain fully idle, then unwatched end), remove the\n"
 "metadata, exit 0.\n"
 "Exit status: 0 done, 1 cannot start (libvirt with --once, the stats\n"
 "file), 2 bad options.\n";
+
+/* @text as an unsigned number of at most @max; false if it is not one. */
+static bool parse_u64_max(const char *text, uint64_t max, uint64_t *v)
+{
+	unsigned long long x;
+	char *end;
+
+	errno = 0;
+	x = strtoull(text, &end, 10);
+	if (errno || *end || end == text || *text == '-' || x > max)
+		return false;
+	*v = x;
+	return true;
+}
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
@@ -77,13 +116,18 @@ int parse_options(int argc, char **argv)
 		{ "once", no_argument, NULL, '1' },
 		{ "stats-file", required_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "source", required_argument, NULL, 's' },
+		{ "idle-interval", required_argument, NULL, 'I' },
+		{ "lease", required_argument, NULL, 'L' },
+		{ "metrics-file", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *end;
-	int c;
+	bool idle_given = false;
+	int c, k;
 
 	opt = (struct options){ .uri = DEFAULT_URI, .interval_ms = 100,
+				.idle_interval_ms = 1000, .lease_s = 30,
 				.hooks_dir = DEFAULT_HOOKS_DIR,
 				.hook_timeout_ns = 10000000000ull };
 	opterr = 0;
@@ -94,19 +138,39 @@ int parse_options(int argc, char **argv)
 				return usage_error("--libvirt: expected a URI");
 			opt.uri = optarg;
 			break;
-		case 'i': {
-			unsigned long long v;
-
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || *end || end == optarg || *optarg == '-' ||
-			    v < 1 || v > INTERVAL_MAX_MS)
-				return usage_error("--interval '%s': expected "
+		case 'i':
+		case 'I':
+			if (!parse_u64_max(optarg, INTERVAL_MAX_MS,
+					   c == 'i' ? &opt.interval_ms :
+					   &opt.idle_interval_ms) ||
+			    !(c == 'i' ? opt.interval_ms : opt.idle_interval_ms))
+				return usage_error("%s '%s': expected "
 						   "milliseconds, 1 to %u",
-						   optarg, INTERVAL_MAX_MS);
-			opt.interval_ms = v;
+						   c == 'i' ? "--interval" :
+						   "--idle-interval", optarg,
+						   INTERVAL_MAX_MS);
+			idle_given |= c == 'I';
 			break;
-		}
+		case 'L':
+			if (!parse_u64_max(optarg, 86400, &opt.lease_s) ||
+			    opt.lease_s < 3)
+				return usage_error("--lease '%s': expected "
+						   "seconds, 3 to 86400", optarg);
+			break;
+		case 's':
+			k = stats_kind_parse(optarg);
+			if (k < 0)
+				return usage_error("--source '%s': expected "
+						   "auto, kvm, proc or libvirt",
+						   optarg);
+			opt.source = (enum stats_kind)k;
+			break;
+		case 'm':
+			if (!*optarg)
+				return usage_error("--metrics-file: expected a "
+						   "file");
+			opt.metrics_file = optarg;
+			break;
 		case 'H':
 			if (!*optarg)
 				return usage_error("--hooks: expected a directory");
@@ -141,6 +205,28 @@ int parse_options(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	/* A replay keeps its pace unless told otherwise. */
+	if (opt.stats_file && !idle_given)
+		opt.idle_interval_ms = opt.interval_ms;
+	if (opt.idle_interval_ms < opt.interval_ms) {
+		if (idle_given)
+			return usage_error("--idle-interval %" PRIu64 " is "
+					   "shorter than --interval %" PRIu64,
+					   opt.idle_interval_ms,
+					   opt.interval_ms);
+		opt.idle_interval_ms = opt.interval_ms;
+	}
+	if (opt.stats_file && opt.source != STATS_AUTO)
+		return usage_error("--stats-file and --source: the replay is "
+				   "the source");
+	if (opt.stats_file)
+		opt.source = STATS_FILE;
+	/* scheme://host/...: another host's domains, no /proc of theirs. */
+	{
+		const char *p = strstr(opt.uri, "://");
+
+		opt.remote = p && p[3] && p[3] != '/';
+	}
 	return 0;
 }
 

@@ -35,15 +35,16 @@ char *publish_read_back(virDomainPtr dom)
 }
 
 void publish_hooks_change(const struct hook_domain *hd, enum sysidle_state from,
-			  const struct sysidle_doc *doc, uint64_t full_idle_ms)
+			  const struct sysidle_doc *doc, uint64_t full_idle_ms,
+			  const char *xml)
 {
 	enum sysidle_state to = doc->state;
 	char ms[32];
 
 	if (from == SYSIDLE_FULL_NOTED && to != SYSIDLE_FULL_NOTED) {
 		snprintf(ms, sizeof(ms), "%" PRIu64, full_idle_ms);
-		hook_queue_post(hd, "idle", "end", ms, doc);
+		hook_queue_post(hd, "idle", "end", ms, doc, xml);
 	} else if (to == SYSIDLE_FULL_NOTED && from != SYSIDLE_FULL_NOTED) {
-		hook_queue_post(hd, "idle", "begin", NULL, doc);
+		hook_queue_post(hd, "idle", "begin", NULL, doc, xml);
 	}
 }

@@ -29,8 +29,9 @@ char *publish_read_back(virDomainPtr dom);
 
 /* The hooks for a state change from @from to @doc->state (at
  * @doc->since_unix_ms): "idle begin" on reaching FULL_NOTED, "idle end MS"
- * on leaving it after @full_idle_ms. */
+ * on leaving it after @full_idle_ms; @xml their stdin (hook_queue_post). */
 void publish_hooks_change(const struct hook_domain *hd, enum sysidle_state from,
-			  const struct sysidle_doc *doc, uint64_t full_idle_ms);
+			  const struct sysidle_doc *doc, uint64_t full_idle_ms,
+			  const char *xml);
 
 #endif

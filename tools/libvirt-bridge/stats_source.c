@@ -19,8 +19,10 @@ void stats_scan_free(struct stats_scan *scan)
 		if (sd->dom)
 			virDomainFree(sd->dom);
 		free(sd->name);
-		free(sd->vcpus);
-		free(sd->seen);
+		if (!sd->borrowed) {
+			free(sd->vcpus);
+			free(sd->seen);
+		}
 	}
 	free(scan->doms);
 	scan->doms = NULL;
@@ -140,14 +142,56 @@ static bool param_value(const virTypedParameter *p, uint64_t *v)
 	return true;
 }
 
-int stats_source_libvirt(virConnectPtr conn, struct stats_scan *out)
+/* @rec's statistics into @sd. 0, or -1 (out of memory). */
+static int record_params(const virDomainStatsRecord *rec,
+			 struct stats_domain *sd)
+{
+	uint64_t v;
+
+	for (int j = 0; j < rec->nparams; j++)
+		if (param_value(&rec->params[j], &v) &&
+		    stats_domain_set(sd, rec->params[j].field, v) < 0)
+			return -1;
+	return 0;
+}
+
+int stats_source_libvirt_vcpus(struct stats_domain **sds, size_t n)
+{
+	virDomainStatsRecordPtr *recs = NULL;
+	virDomainPtr *list = calloc(n + 1, sizeof(*list));
+	int got, rc = 0;
+
+	if (!list)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		list[i] = sds[i]->dom;
+	got = virDomainListGetStats(list, VIR_DOMAIN_STATS_VCPU, &recs, 0);
+	free(list);
+	if (got < 0)
+		return -1;
+	for (int i = 0; i < got && !rc; i++) {
+		char uuid[VIR_UUID_STRING_BUFLEN];
+
+		if (virDomainGetUUIDString(recs[i]->dom, uuid) < 0)
+			continue;
+		for (size_t k = 0; k < n; k++)
+			if (!strcmp(sds[k]->uuid, uuid))
+				rc = record_params(recs[i], sds[k]);
+	}
+	virDomainStatsRecordListFree(recs);
+	return rc;
+}
+
+int stats_source_libvirt(virConnectPtr conn, bool vcpus,
+			 struct stats_scan *out)
 {
 	virDomainStatsRecordPtr *recs = NULL;
 	int n, rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	n = virConnectGetAllDomainStats(conn, VIR_DOMAIN_STATS_VCPU |
-					VIR_DOMAIN_STATS_STATE, &recs,
+	n = virConnectGetAllDomainStats(conn, VIR_DOMAIN_STATS_STATE |
+					(vcpus ? VIR_DOMAIN_STATS_VCPU : 0),
+					&recs,
 					VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE);
 	out->t_ns = mono_ns();
 	if (n < 0)
@@ -173,12 +217,7 @@ int stats_source_libvirt(virConnectPtr conn, struct stats_scan *out)
 		}
 		sd->dom = recs[i]->dom;
 		out->n++;
-		for (int j = 0; j < recs[i]->nparams && !rc; j++) {
-			uint64_t v;
-
-			if (param_value(&recs[i]->params[j], &v))
-				rc = stats_domain_set(sd, recs[i]->params[j].field, v);
-		}
+		rc = record_params(recs[i], sd);
 	}
 	virDomainStatsRecordListFree(recs);
 	if (rc)

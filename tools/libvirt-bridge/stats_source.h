@@ -29,6 +29,8 @@ struct stats_domain {
 	struct vcpu_sample *vcpus;
 	bool *seen;
 	unsigned int nvcpus;     /* allocated: highest N + 1 */
+	bool borrowed;           /* vcpus and seen belong to a host_vm
+				  * (stats_host.c): not freed with the scan */
 };
 
 struct stats_scan {
@@ -52,10 +54,15 @@ bool stats_state_active(int state);
 void stats_domain_sample(const struct stats_domain *sd, uint64_t t_ns,
 			 struct vcpu_sample *buf, struct domain_sample *out);
 
-/* stats_source.c: one virConnectGetAllDomainStats call (active domains,
- * VIR_DOMAIN_STATS_VCPU | VIR_DOMAIN_STATS_STATE). 0, or -1 (libvirt's
- * error is left set). */
-int stats_source_libvirt(virConnectPtr conn, struct stats_scan *out);
+/* stats_source.c: one virConnectGetAllDomainStats call for the active
+ * domains, VIR_DOMAIN_STATS_STATE and, with @vcpus, VIR_DOMAIN_STATS_VCPU
+ * (which has QEMU run a job on every vCPU thread of every domain). 0, or
+ * -1 (libvirt's error is left set). */
+int stats_source_libvirt(virConnectPtr conn, bool vcpus,
+			 struct stats_scan *out);
+/* The vCPU statistics of the @n domains @sds of a scan (which have none
+ * yet) in one virDomainListGetStats call. 0, or -1 (libvirt's error). */
+int stats_source_libvirt_vcpus(struct stats_domain **sds, size_t n);
 
 /* stats_file.c: recorded statistics (--stats-file). The file is read and
  * checked whole by stats_file_open (errors: a message in @err, NULL). The

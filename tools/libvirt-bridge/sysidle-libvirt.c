@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,17 +27,56 @@
 
 #include "bridge.h"
 #include "hook_queue.h"
+#include "lease.h"
+#include "metrics.h"
 #include "publish.h"
 #include "stats_source.h"
+
+/* Is @f's descriptor the systemd journal's stream (JOURNAL_STREAM is
+ * "DEV:INO" of it)? */
+static bool is_journal(FILE *f)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	return js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+	       fstat(fileno(f), &st) == 0 && st.st_dev == dev &&
+	       st.st_ino == ino;
+}
+
+/* One log line on @f: "TIME LEVEL message", or "<PRIO>message" for the
+ * journal (which stamps it itself). */
+static void log_line(FILE *f, int prio, const char *level, const char *fmt,
+		     va_list ap)
+{
+	static int journal[2] = { -1, -1 };
+	int *j = &journal[f == stderr];
+	struct timespec ts;
+	struct tm tm;
+	char when[32];
+
+	if (*j < 0)
+		*j = is_journal(f);
+	if (*j) {
+		fprintf(f, "<%d>", prio);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+		fprintf(f, "%s.%03ldZ %s ", when, ts.tv_nsec / 1000000, level);
+	}
+	vfprintf(f, fmt, ap);
+	fputc('\n', f);
+	fflush(f);
+}
 
 void warn(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	fputs(PROG ": warning: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	log_line(stderr, 4, "WARNING", fmt, ap);
 	va_end(ap);
 }
 
@@ -45,10 +85,8 @@ void say(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	putchar('\n');
+	log_line(stdout, 6, "INFO", fmt, ap);
 	va_end(ap);
-	fflush(stdout);
 }
 
 uint64_t mono_ns(void)
@@ -146,7 +184,8 @@ static bool get_scan(virConnectPtr conn, struct stats_file *sf,
 		     struct stats_scan *scan)
 {
 	int rc = sf ? stats_file_next(sf, conn, scan) :
-		 stats_source_libvirt(conn, scan);
+		 stats_source_libvirt(conn, opt.source == STATS_LIBVIRT ||
+				      opt.remote, scan);
 	const char *u;
 
 	if (rc < 0)
@@ -156,10 +195,29 @@ static bool get_scan(virConnectPtr conn, struct stats_file *sf,
 	return true;
 }
 
+/* The interval after a scan: doubled, up to --idle-interval, while every
+ * watched domain is fully idle; --interval as soon as one is not. */
+static uint64_t next_interval(uint64_t cur_ns)
+{
+	uint64_t max = opt.idle_interval_ms * 1000000u;
+	size_t watched = 0;
+
+	for (size_t i = 0; i < ndoms; i++) {
+		if (!doms[i]->watched)
+			continue;
+		if (doms[i]->published != SYSIDLE_FULL_NOTED)
+			return opt.interval_ms * 1000000u;
+		watched++;
+	}
+	if (!watched || opt.once)
+		return opt.interval_ms * 1000000u;
+	return cur_ns * 2 > max ? max : cur_ns * 2;
+}
+
 static int run(struct stats_file *sf)
 {
 	virConnectPtr conn = NULL;
-	uint64_t interval_ns = opt.interval_ms * 1000000u, deadline;
+	uint64_t interval_ns = opt.interval_ms * 1000000u, deadline, t0;
 	unsigned int scans = 0;
 	bool failing = false;
 	int status = 0;
@@ -184,11 +242,15 @@ static int run(struct stats_file *sf)
 			say("%s: connected to libvirt '%s' again", PROG, opt.uri);
 			deadline = mono_ns();
 		}
+		t0 = mono_ns();
 		if (get_scan(conn, sf, &scan)) {
 			failing = false;
 			process_scan(&scan);
 			stats_scan_free(&scan);
 			scans++;
+			interval_ns = next_interval(interval_ns);
+			metrics_scan(mono_ns() - t0, interval_ns / 1000000u);
+			metrics_write(false);
 		} else {
 			char why[512];
 
@@ -204,6 +266,8 @@ static int run(struct stats_file *sf)
 				warn("scan failed: %s (until a scan works "
 				     "again, not repeated)", why);
 			failing = true;
+			metrics_error();
+			interval_ns = opt.interval_ms * 1000000u;
 		}
 		if (opt.once && scans >= 2)
 			break;
@@ -226,7 +290,7 @@ static int run(struct stats_file *sf)
 		struct tracked *t = doms[i];
 		bool watched = t->watched;
 
-		unwatch(t, PROG " stopping");
+		unwatch(t, PROG " stopping", false);
 		if (watched && !opt.once && t->dom) {
 			if (publish_remove(t->dom) < 0)
 				warn("%s: cannot remove its metadata: %s",
@@ -238,6 +302,7 @@ static int run(struct stats_file *sf)
 		tracked_free(t);
 	}
 	ndoms = 0;
+	metrics_write(true);
 	if (conn)
 		virConnectClose(conn);
 	return status;
@@ -252,6 +317,7 @@ int main(int argc, char **argv)
 
 	if (parse_options(argc, argv) < 0)
 		return EXIT_USAGE;
+	lease_init();
 	/* Stop signals through a signalfd, for this thread and every thread
 	 * started after (the hooks worker: its hooks get a clean mask). */
 	sigemptyset(&set);

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The lease on what the bridge publishes: every urn:sysidle:1 element it
+ * writes names its writer (host name, pid, the pid's start time in clock
+ * ticks after boot, /proc/PID/stat field 22) and holds until
+ * valid_until_unix_ms, --lease seconds after it was written. A reader
+ * ignores a state whose lease has run out or, on the same host, whose
+ * writer process is gone; the bridge renews each lease when a third of it
+ * is left, so a bridge that died stops counting within one lease.
+ */
+#ifndef SYSIDLE_LIBVIRT_LEASE_H
+#define SYSIDLE_LIBVIRT_LEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sysidle_doc.h"
+
+/* Once, at start: who this writer is. */
+void lease_init(void);
+/* @doc's writer and valid_until (@now_ms + --lease). */
+void lease_fill(struct sysidle_doc *doc, uint64_t now_ms);
+/* Is a lease valid until @until_ms due for renewal at @now_ms? */
+bool lease_due(uint64_t until_ms, uint64_t now_ms);
+
+#endif

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * --metrics-file: the bridge's own metrics and each watched domain's idle
+ * state, in the Prometheus text format (the same sysidle_vm_* families as
+ * the VMM's --metrics-file, labelled vm and uuid: the libvirt domain's
+ * name and uuid). Written whole to a dot file beside FILE and renamed over
+ * it: after a scan that changed a domain's state, else at most every
+ * METRICS_PERIOD_MS; never by a timer of its own.
+ */
+#ifndef SYSIDLE_LIBVIRT_METRICS_H
+#define SYSIDLE_LIBVIRT_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define METRICS_PERIOD_MS 10000
+
+/* A domain's state changed, or it came or went. */
+void metrics_changed(void);
+/* A failure: a scan, a metadata change, libvirt's vCPU statistics. */
+void metrics_error(void);
+/* One scan done, in @ns; the interval now @interval_ms. */
+void metrics_scan(uint64_t ns, uint64_t interval_ms);
+/* After a scan: write the file if due (or @final: the last one, with
+ * sysidle_libvirt_up 0). A failure is warned once until it works. */
+void metrics_write(bool final);
+
+#endif
