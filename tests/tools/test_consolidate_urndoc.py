@@ -12,6 +12,7 @@ usage: test_consolidate_urndoc.py TOOLS_DIR
 tap.py.) TAP on stdout; exit 0 when every check passes."""
 import os
 import re
+import socket
 import sys
 
 from tap import check, finish
@@ -62,7 +63,8 @@ def test_accepted():
             'vcpus="2" state="LONG"/>')
     d, e = parsed(full)
     check(d == urndoc.StateDoc("LONG", 2, 1767323045678,
-                               "2026-01-02T03:04:05.678Z", 3, 2),
+                               "2026-01-02T03:04:05.678Z", 3, 2,
+                               None, None, None, None),
           "every attribute of the C side's element", "%r %r" % (d, e))
     d, e = parsed('<state state="SHORT" num="1" since_unix_ms="5"/>')
     check(d is not None and d.name == "SHORT" and d.since_unix_ms == 5,
@@ -104,6 +106,49 @@ def test_refused():
           "%r" % (e if e else d,))
 
 
+def start_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def test_lease():
+    """stale(): a lease run out, a writer gone on this host (no such
+    process, or one started at another time), or trusted."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())
+    me, ticks = os.getpid(), start_ticks(os.getpid())
+    now = 1767323045678
+
+    def doc(until, pid=me, start=ticks, on=host):
+        return urndoc.parse(
+            '<state name="FULL_NOTED" num="4" since_unix_ms="1" '
+            'writer_host="%s" writer_pid="%d" writer_start_ticks="%d" '
+            'valid_until_unix_ms="%d"/>' % (on, pid, start, until))
+    d = doc(now + 1000)
+    check(d.valid_until_unix_ms == now + 1000 and d.writer_pid == me and
+          d.writer_start_ticks == ticks and d.writer_host == host,
+          "the lease attributes are read", repr(d))
+    check(urndoc.stale(d, now) is None, "a lease running, its writer "
+          "alive (this process): trusted", urndoc.stale(d, now))
+    why = urndoc.stale(doc(now - 2500), now)
+    check(why and "lease ran out 2.5 s ago" in why,
+          "a lease run out 2.5 s ago: stale, saying so", why)
+    # a pid that is no process: the highest pid the kernel gives, plus 1
+    with open("/proc/sys/kernel/pid_max") as f:
+        nopid = int(f.read()) + 1
+    why = urndoc.stale(doc(now + 1000, pid=nopid), now)
+    check(why and "writer (pid %d on this host) is gone" % nopid in why,
+          "a writer pid that does not run: stale before its lease ends",
+          why)
+    why = urndoc.stale(doc(now + 1000, start=ticks + 1), now)
+    check(why and "is gone" in why, "the writer's pid, but a process "
+          "started at another time (a reused pid): stale", why)
+    why = urndoc.stale(doc(now + 1000, pid=nopid, on="another-host"), now)
+    check(why is None, "a writer on another host: only its lease counts",
+          why)
+    check(urndoc.stale(urndoc.parse(MIN), now) is None,
+          "no lease (the minimal element): not stale")
+
+
 def test_one_reader(tools):
     """Only urndoc.py parses XML; only control.py opens a socket and
     parses its JSON lines."""
@@ -131,6 +176,7 @@ def main():
     test_table()
     test_accepted()
     test_refused()
+    test_lease()
     test_one_reader(os.path.abspath(sys.argv[1]))
     return finish()
 

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 import vmmtest
 from vmmtest import check, poll_until, read_lines, tool
 from procfs import alive  # noqa: E402 (after vmmtest: it sets the path)
+import urnschema  # noqa: E402
 
 vmmtest.init(sys.argv)
 GUESTS = vmmtest.GUESTS
@@ -133,10 +134,12 @@ def check_xml(r, state, what):
               SINCE.match(st.get("since", "")) is not None and
               st.get("since_unix_ms", "").isdigit() and
               st.get("num") == str(STATE_NUMS.get(st.get("state"))))
+        bad = urnschema.validate(r["stdin"])
     except ET.ParseError as e:
-        ok, dom = False, e
-    check(ok, "%s: domain XML on stdin (name, uuid, 2 vCPUs, state %s)" %
-          (what, state or "not FULL_NOTED"), r["stdin"])
+        ok, dom, bad = False, e, str(e)
+    check(ok and not bad, "%s: domain XML on stdin (name, uuid, 2 vCPUs, "
+          "state %s), its element valid against common/urn-sysidle.rng" %
+          (what, state or "not FULL_NOTED"), "%s\n%s" % (bad, r["stdin"]))
     return dom.findtext("uuid") if ok else None
 
 
@@ -502,12 +505,28 @@ if sys.argv[1:2] == ["dominfo"]:
 
 
 def test_sample(tmp):
-    """tools/hooks/vm with stand-ins for virsh and logger."""
+    """tools/hooks/vm with stand-ins for virsh and logger: the VMM's state
+    copied into a libvirt domain of the same name (the element as it is,
+    valid against the schema), the bridge's leased state only logged, a
+    stale one (lease run out, writer gone) ignored."""
     record = os.path.join(tmp, "sample.rec")
-    xml = ("<domain type='kvm'><name>x</name><uuid>u</uuid><vcpu>2</vcpu>"
-           "<metadata><sysidle:state xmlns:sysidle='urn:sysidle:1' "
-           "state='FULL_NOTED' num='4' since='2026-01-02T03:04:05.678Z' "
-           "since_unix_ms='1767323045678'/></metadata></domain>")
+    element = ("name='FULL_NOTED' state='FULL_NOTED' num='4' "
+               "since='2026-01-02T03:04:05.678Z' since_unix_ms='1767323045678' "
+               "full_idle_periods='1' vcpus='2'")
+    vmm_xml = ("<domain type='kvm'><name>x</name><uuid>u</uuid><vcpu>2</vcpu>"
+               "<metadata><sysidle:state xmlns:sysidle='urn:sysidle:1' "
+               "%s/></metadata></domain>\n" % element)
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", os.uname().nodename)
+    with open("/proc/self/stat") as f:
+        ticks = f.read().rsplit(")", 1)[1].split()[19]
+
+    def bridge_xml(until_ms, pid=os.getpid(), start=ticks):
+        # libvirt's own XML: several lines, double quotes
+        return ('<domain type="kvm" id="3">\n  <name>x</name>\n  <metadata>'
+                '\n    <sysidle:state xmlns:sysidle="urn:sysidle:1" %s '
+                'writer_host="%s" writer_pid="%d" writer_start_ticks="%s" '
+                'valid_until_unix_ms="%d"/>\n  </metadata>\n</domain>\n' %
+                (element.replace("'", '"'), host, pid, start, until_ms))
     bins = {}
     for kind, progs in [("both", ["virsh", "logger"]), ("logger", ["logger"]),
                         ("none", [])]:
@@ -516,12 +535,12 @@ def test_sample(tmp):
         for prog in progs:
             write_hook(os.path.join(bins[kind], prog), FAKE % {
                 "python": sys.executable, "record": record, "known": NAME})
-        for prog in ["cat", "sed", "tr"]:
+        for prog in ["cat", "sed", "tr", "date", "uname", "cut"]:
             os.symlink(subprocess.check_output(["sh", "-c", "command -v " +
                                                 prog], text=True).strip(),
                        os.path.join(bins[kind], prog))
 
-    def run(kind, name, *args):
+    def run(kind, name, *args, xml=vmm_xml):
         if os.path.exists(record):
             os.unlink(record)
         p = subprocess.run([SAMPLE, name] + list(args), input=xml, text=True,
@@ -533,12 +552,15 @@ def test_sample(tmp):
 
     rc, calls, err = run("both", NAME, "idle", "begin", "-")
     meta = ["metadata", "--domain", NAME, "--uri", "urn:sysidle:1", "--key",
-            "sysidle", "--live", "--set", "<state name='FULL_NOTED' num='4' "
-            "since_unix_ms='1767323045678' event='begin' idle_ms='-'/>"]
+            "sysidle", "--live", "--set", "<state %s/>" % element]
     check(rc == 0 and calls == [["dominfo", "--domain", NAME], meta],
-          "sample hook, idle begin, a libvirt domain of that name: "
-          "virsh metadata --set, the name intact", "%s\n%s\n%s" %
-          (rc, calls, err))
+          "sample hook, idle begin from the VMM, a libvirt domain of that "
+          "name: virsh metadata --set with the element as it came, the name "
+          "intact", "%s\n%s\n%s" % (rc, calls, err))
+    bad = urnschema.validate(meta[-1].replace(
+        "<state ", "<state xmlns='urn:sysidle:1' "))
+    check(not bad, "the element the sample hook sets validates against "
+          "common/urn-sysidle.rng", bad)
     rc, calls, err = run("both", "other vm", "idle", "end", "1234")
     line = ("vm 'other vm': idle end, state FULL_NOTED since "
             "2026-01-02T03:04:05.678Z (idle_ms 1234)")
@@ -560,6 +582,28 @@ def test_sample(tmp):
     check(rc == 0 and not calls and not err,
           "sample hook: started/stopped ignored", "%s\n%s\n%s" %
           (rc, calls, err))
+    now = int(time.time() * 1000)
+    rc, calls, err = run("both", NAME, "idle", "begin", "-",
+                         xml=bridge_xml(now + 30000))
+    check(rc == 0 and calls == [["-t", "sysidle-hook", "--",
+                                 "vm '%s': idle begin, state FULL_NOTED "
+                                 "since 2026-01-02T03:04:05.678Z (idle_ms "
+                                 "-)" % NAME]],
+          "sample hook, the bridge's leased state (libvirt's XML): one log "
+          "line, the metadata left to the bridge", "%s\n%s\n%s" %
+          (rc, calls, err))
+    rc, calls, err = run("both", NAME, "idle", "begin", "-",
+                         xml=bridge_xml(now - 5000))
+    check(rc == 0 and len(calls) == 1 and "ignored: state FULL_NOTED not "
+          "trusted, its lease ran out" in calls[0][-1],
+          "sample hook, a lease run out: ignored, saying so",
+          "%s\n%s\n%s" % (rc, calls, err))
+    rc, calls, err = run("both", NAME, "idle", "end", "7",
+                         xml=bridge_xml(now + 30000, start=int(ticks) + 1))
+    check(rc == 0 and len(calls) == 1 and "its writer (pid %d) is gone" %
+          os.getpid() in calls[0][-1],
+          "sample hook, its writer gone (a pid started at another time): "
+          "ignored, saying so", "%s\n%s\n%s" % (rc, calls, err))
 
 
 def main():

@@ -88,6 +88,10 @@ class Domain(Target):
             doc = urndoc.parse(xml)
         except urndoc.BadState as e:
             return None, None, "bad %s state (%s)" % (NS, e)
+        why = urndoc.stale(doc)
+        if why:
+            return None, None, "%s state %s not trusted: %s" % (
+                NS, doc.name, why)
         return doc.name, doc.since_unix_ms, None
 
     # --- pack ----------------------------------------------------------

@@ -5,8 +5,9 @@ Idle state: the element <state name="FULL_NOTED" num="4"
 since_unix_ms="..."/> that the libvirt bridge publishes in each domain's
 metadata, namespace urn:sysidle:1 (its shape and reader: urndoc.py), read
 every --interval (and at once on a metadata-change or lifecycle event when
-the driver delivers events). No element, or one that cannot be read
-(urndoc.BadState): the state is unknown; nothing new is done to the
+the driver delivers events). No element, one that cannot be read
+(urndoc.BadState), or one not to be trusted (urndoc.stale: its lease ran
+out, its writer is gone; one warning): the state is unknown; nothing new is done to the
 domain, and what was done is undone (its wake could not be seen any
 more). Only running domains are followed; a domain that stops or
 disappears is forgotten (its saved pinning dropped: a stopped domain's
@@ -33,6 +34,7 @@ with packed true, before a suspend suspended true; the entry names the
 domain's UUID and its id (dom.ID(): a new run has a new one). At start an
 entry whose domain still runs with that id is adopted (its originals are
 what a restore puts back); one whose domain does not is dropped."""
+import logging
 import threading
 
 import libvirt
@@ -288,7 +290,12 @@ class LibvirtSource:
             self.forget(d, "gone: %s" % g)
             return
         if name is None and why != d.meta_error:
-            log.v("%s: state unknown (%s)" % (d.name, why))
+            if "not trusted" in why:
+                # a lease run out or its writer gone: always said (once)
+                log("warning: %s: state unknown (%s)" % (d.name, why),
+                    logging.WARNING)
+            else:
+                log.v("%s: state unknown (%s)" % (d.name, why))
         d.meta_error = why
         if name is not None and name != d.state:
             log.v("%s: %s -> %s" % (d.name, d.state, name))

@@ -79,7 +79,8 @@ def _run_state(code):
 
 def read_idle_state(dom):
     """The domain's (state, since_unix_ms); (None, None) when it has no
-    (readable) urn:sysidle:1 metadata: unknown, never moved."""
+    (readable, trusted: urndoc.stale) urn:sysidle:1 metadata: unknown,
+    never moved."""
     try:
         text = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
                             urndoc.NS, 0)
@@ -89,6 +90,8 @@ def read_idle_state(dom):
         doc = urndoc.parse(text)
     except urndoc.BadState:
         return None, None
+    if urndoc.stale(doc):
+        return None, None   # a lease run out, a writer gone: unknown
     return doc.name, doc.since_unix_ms
 
 
