@@ -145,6 +145,9 @@ def test_lease():
     why = urndoc.stale(doc(now + 1000, pid=nopid, on="another-host"), now)
     check(why is None, "a writer on another host: only its lease counts",
           why)
+    why = urndoc.stale(doc(now + 1000, pid=0, start=0), now)
+    check(why is None, "writer pid 0 (a one-shot writer): only its lease "
+          "counts", why)
     check(urndoc.stale(urndoc.parse(MIN), now) is None,
           "no lease (the minimal element): not stale")
 

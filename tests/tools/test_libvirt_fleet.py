@@ -51,7 +51,6 @@ WINDOW_S = 5.0
 MAX_ADDED = 1.0          # wake-ups per second per vCPU the bridge may add
 LEASE_S = 5
 SETTLE_S = 20            # for the bridge to reach FULL_NOTED
-HZ = os.sysconf("SC_CLK_TCK")
 
 RECORDER = """#!%(python)s
 import json, sys
@@ -86,8 +85,12 @@ def switches(pid, tids):
 
 
 def cpu_s(pid):
-    f = read("/proc/%d/stat" % pid).rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / HZ
+    """CPU time of all of @pid's threads (schedstat: nanoseconds)."""
+    ns = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        f = read("/proc/%d/task/%s/schedstat" % (pid, tid)).split()
+        ns += int(f[0]) if f else 0
+    return ns / 1e9
 
 
 def qemu_pid(lv, name):

@@ -599,6 +599,11 @@ def test_sample(tmp):
           "sample hook, a lease run out: ignored, saying so",
           "%s\n%s\n%s" % (rc, calls, err))
     rc, calls, err = run("both", NAME, "idle", "end", "7",
+                         xml=bridge_xml(now + 30000, pid=0, start=0))
+    check(rc == 0 and len(calls) == 1 and "ignored" not in calls[0][-1],
+          "sample hook, writer pid 0 (a one-shot writer) in its lease: "
+          "trusted, logged", "%s\n%s\n%s" % (rc, calls, err))
+    rc, calls, err = run("both", NAME, "idle", "end", "7",
                          xml=bridge_xml(now + 30000, start=int(ticks) + 1))
     check(rc == 0 and len(calls) == 1 and "its writer (pid %d) is gone" %
           os.getpid() in calls[0][-1],

@@ -44,8 +44,10 @@ void lease_init(void)
 		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 			    "0123456789._-", *c))
 			*c = '-';
-	writer.pid = (uint64_t)getpid();
-	writer.start_ticks = self_start_ticks();
+	/* --once: a snapshot whose writer is gone at once, by design: pid 0
+	 * says so, and only its lease counts. */
+	writer.pid = opt.once ? 0 : (uint64_t)getpid();
+	writer.start_ticks = opt.once ? 0 : self_start_ticks();
 }
 
 void lease_fill(struct sysidle_doc *doc, uint64_t now_ms)

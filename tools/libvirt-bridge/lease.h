@@ -6,7 +6,9 @@
  * valid_until_unix_ms, --lease seconds after it was written. A reader
  * ignores a state whose lease has run out or, on the same host, whose
  * writer process is gone; the bridge renews each lease when a third of it
- * is left, so a bridge that died stops counting within one lease.
+ * is left, so a bridge that died stops counting within one lease. With
+ * --once the writer is gone as soon as it wrote: its pid is written as 0
+ * (and its start as 0), and only the lease counts.
  */
 #ifndef SYSIDLE_LIBVIRT_LEASE_H
 #define SYSIDLE_LIBVIRT_LEASE_H

@@ -18,7 +18,8 @@ void stats_scan_free(struct stats_scan *scan)
 
 		if (sd->dom)
 			virDomainFree(sd->dom);
-		free(sd->name);
+		if (!sd->cached)
+			free(sd->name);
 		if (!sd->borrowed) {
 			free(sd->vcpus);
 			free(sd->seen);
@@ -223,4 +224,43 @@ int stats_source_libvirt(virConnectPtr conn, bool vcpus,
 	if (rc)
 		stats_scan_free(out);
 	return rc;
+}
+
+/* The list kept between relists: its domains' references and names. */
+static struct stats_scan kept;
+static bool have_kept;
+
+void stats_source_list_drop(void)
+{
+	stats_scan_free(&kept);
+	have_kept = false;
+}
+
+int stats_source_list(virConnectPtr conn, bool relist,
+		      struct stats_scan *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (relist || !have_kept) {
+		stats_source_list_drop();
+		if (stats_source_libvirt(conn, false, &kept) < 0)
+			return -1;
+		have_kept = true;
+	}
+	out->t_ns = mono_ns();
+	out->doms = calloc(kept.n + 1, sizeof(*out->doms));
+	if (!out->doms)
+		return -1;
+	for (size_t i = 0; i < kept.n; i++) {
+		struct stats_domain *sd = &out->doms[i];
+
+		if (virDomainRef(kept.doms[i].dom) < 0)
+			continue;
+		sd->dom = kept.doms[i].dom;
+		sd->name = kept.doms[i].name;
+		sd->cached = true;
+		memcpy(sd->uuid, kept.doms[i].uuid, sizeof(sd->uuid));
+		sd->state = kept.doms[i].state;
+		out->n++;
+	}
+	return 0;
 }

@@ -31,6 +31,8 @@ struct stats_domain {
 	unsigned int nvcpus;     /* allocated: highest N + 1 */
 	bool borrowed;           /* vcpus and seen belong to a host_vm
 				  * (stats_host.c): not freed with the scan */
+	bool cached;             /* name belongs to the cached domain list
+				  * (stats_source_list): not freed either */
 };
 
 struct stats_scan {
@@ -60,6 +62,14 @@ void stats_domain_sample(const struct stats_domain *sd, uint64_t t_ns,
  * -1 (libvirt's error is left set). */
 int stats_source_libvirt(virConnectPtr conn, bool vcpus,
 			 struct stats_scan *out);
+/* The active domains and their states, without statistics: from the
+ * list kept since the last time it was asked for (@relist: ask libvirt
+ * again, one virConnectGetAllDomainStats(VIR_DOMAIN_STATS_STATE) call).
+ * 0, or -1 (libvirt's error is left set; the list is dropped). */
+int stats_source_list(virConnectPtr conn, bool relist,
+		      struct stats_scan *out);
+/* Drop the kept list (its connection is closing). */
+void stats_source_list_drop(void);
 /* The vCPU statistics of the @n domains @sds of a scan (which have none
  * yet) in one virDomainListGetStats call. 0, or -1 (libvirt's error). */
 int stats_source_libvirt_vcpus(struct stats_domain **sds, size_t n);

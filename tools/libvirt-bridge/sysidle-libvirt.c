@@ -26,6 +26,7 @@
 #include <libvirt/virterror.h>
 
 #include "bridge.h"
+#include "events.h"
 #include "hook_queue.h"
 #include "lease.h"
 #include "metrics.h"
@@ -152,8 +153,11 @@ static void disconnect(virConnectPtr *conn)
 			virDomainFree(doms[i]->dom);
 		doms[i]->dom = NULL;
 	}
-	if (*conn)
+	stats_source_list_drop();
+	if (*conn) {
+		events_unwatch(*conn);
 		virConnectClose(*conn);
+	}
 	*conn = NULL;
 }
 
@@ -166,8 +170,11 @@ static virConnectPtr connect_retry(void)
 
 	while (!stopping) {
 		conn = virConnectOpen(opt.uri);
-		if (conn)
+		if (conn) {
+			if (!opt.once && !opt.stats_file)
+				events_watch(conn);
 			return conn;
+		}
 		if (opt.once)
 			return NULL;
 		warn("cannot connect to libvirt '%s': %s; retrying in %" PRIu64
@@ -183,9 +190,15 @@ static virConnectPtr connect_retry(void)
 static bool get_scan(virConnectPtr conn, struct stats_file *sf,
 		     struct stats_scan *scan)
 {
-	int rc = sf ? stats_file_next(sf, conn, scan) :
-		 stats_source_libvirt(conn, opt.source == STATS_LIBVIRT ||
-				      opt.remote, scan);
+	int rc;
+
+	if (sf)
+		rc = stats_file_next(sf, conn, scan);
+	else if (opt.source == STATS_LIBVIRT || opt.remote)
+		rc = stats_source_libvirt(conn, true, scan);
+	else /* kvm, proc: libvirt only for the list, when it changed */
+		rc = stats_source_list(conn, events_relist_due(mono_ns()),
+				       scan);
 	const char *u;
 
 	if (rc < 0)
@@ -303,8 +316,7 @@ static int run(struct stats_file *sf)
 	}
 	ndoms = 0;
 	metrics_write(true);
-	if (conn)
-		virConnectClose(conn);
+	disconnect(&conn);
 	return status;
 }
 
@@ -356,6 +368,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	virSetErrorFunc(NULL, quiet_libvirt);
+	/* Before the first connection: its lifecycle events then tell when
+	 * the domain list changed (the kvm and proc sources' scans ask
+	 * libvirt nothing otherwise). */
+	if (!opt.once && !opt.stats_file && opt.source != STATS_LIBVIRT &&
+	    !opt.remote)
+		events_start();
 	if (!opt.once &&
 	    hook_queue_start(&(struct hook_queue_config){ .dir = opt.hooks_dir,
 			.timeout_ns = opt.hook_timeout_ns,

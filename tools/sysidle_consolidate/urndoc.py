@@ -28,7 +28,9 @@ prefix and namespace declaration, the namespace is not checked), e.g.
   valid_until_unix_ms  the writer's lease: the state holds until then
   writer_host, writer_pid, writer_start_ticks
                      who wrote it: host name, pid, and that process's
-                     start (/proc/PID/stat field 22)
+                     start (/proc/PID/stat field 22); pid 0: a one-shot
+                     writer (sysidle-libvirt --once), only the lease
+                     counts
 
 The minimal element <state name="FULL_NOTED" num="4" since_unix_ms="N"/>
 is enough. Other attributes are ignored.
