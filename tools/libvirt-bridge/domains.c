@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,30 @@ size_t ndoms;
 unsigned int scans_done;      /* scans processed: 0 during the first */
 static char **unknown;        /* replay records naming no domain (warned) */
 static size_t nunknown;
+
+/* Buffers reused from scan to scan (grown, never shrunk, freed at exit):
+ * a scan allocates nothing of its own for its bookkeeping. */
+struct scratch {
+	void *p;
+	size_t size;
+};
+static struct scratch scan_buf, scan_ts, scan_lv;
+
+/* @s as a zeroed array of @n elements of @size, or NULL. */
+static void *scratch(struct scratch *s, size_t n, size_t size)
+{
+	if (n > SIZE_MAX / size)
+		return NULL;
+	if (n * size > s->size) {
+		void *p = realloc(s->p, n * size);
+
+		if (!p)
+			return NULL;
+		s->p = p;
+		s->size = n * size;
+	}
+	return memset(s->p, 0, n * size);
+}
 
 static struct hook_domain hook_dom(const struct tracked *t)
 {
@@ -183,7 +208,8 @@ static void lease_renew(struct tracked *t, uint64_t now_ms)
 static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 			uint64_t t_ns)
 {
-	struct vcpu_sample *buf = calloc(sd->nvcpus + 1, sizeof(*buf));
+	struct vcpu_sample *buf = scratch(&scan_buf, sd->nvcpus + 1,
+					  sizeof(*buf));
 	struct domain_idle_report r;
 	struct domain_sample s;
 	enum sysidle_state from = t->published;
@@ -196,7 +222,6 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 	}
 	stats_domain_sample(sd, t_ns, buf, &s);
 	rc = domain_idle_scan(t->di, &s, &r);
-	free(buf);
 	if (rc == DOMAIN_IDLE_ERROR) {
 		warn("%s: %s", t->name, strerror(errno));
 		return;
@@ -340,16 +365,14 @@ static bool still_active(struct tracked *t)
 
 void process_scan(struct stats_scan *scan)
 {
-	struct tracked **ts = calloc(scan->n + 1, sizeof(*ts));
-	struct stats_domain **lv = calloc(scan->n + 1, sizeof(*lv));
+	struct tracked **ts = scratch(&scan_ts, scan->n + 1, sizeof(*ts));
+	struct stats_domain **lv = scratch(&scan_lv, scan->n + 1, sizeof(*lv));
 	size_t i, j, nlv = 0;
 	static bool lv_failing;
 	uint64_t now_ms;
 
 	if (!ts || !lv) {
 		warn("scan: out of memory");
-		free(ts);
-		free(lv);
 		return;
 	}
 	for (i = 0; i < ndoms; i++)
@@ -396,8 +419,7 @@ void process_scan(struct stats_scan *scan)
 		scan->doms[i].dom = NULL; /* now ts[i]->dom */
 		domain_scan(ts[i], &scan->doms[i], scan->t_ns);
 	}
-	free(ts);
-	free(lv);
+
 	now_ms = unix_ms();
 	for (i = j = 0; i < ndoms; i++) {
 		if (doms[i]->seen || still_active(doms[i])) {
@@ -444,4 +466,8 @@ void domains_free(void)
 	nunknown = 0;
 	free(doms);
 	doms = NULL;
+	free(scan_buf.p);
+	free(scan_ts.p);
+	free(scan_lv.p);
+	scan_buf = scan_ts = scan_lv = (struct scratch){ 0 };
 }
