@@ -36,9 +36,11 @@ FULL_NOTED):
   state is what the libvirt bridge publishes in their metadata (namespace
   urn:sysidle:1, element <state name=.. num=.. since_unix_ms=..>), read
   every --interval (default 100 ms) and at once on a metadata or lifecycle
-  event. No such element: the state is unknown; nothing is done to the
-  domain, and what was done (packed, suspended) is undone, since its wake
-  could no longer be seen. A domain that stops or disappears is forgotten.
+  event. No such element, or one not to be trusted (its lease,
+  valid_until_unix_ms, ran out, or its writer ran on this host and is
+  gone: a warning): the state is unknown; nothing is done to the domain,
+  and what was done (packed, suspended) is undone, since its wake could no
+  longer be seen. A domain that stops or disappears is forgotten.
 
 Policies (--policy, default pack; pack,suspend for both):
 
