@@ -17,7 +17,9 @@ TAP on stdout; exit 0 when every check passes, 77 with fewer than 2
 CPUs."""
 import os
 import re
+import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -143,6 +145,18 @@ def test_filtered(tmp, orig, idle):
           "--metrics-file: HELP and TYPE for each metric; 1 VM watched "
           "and packed, 1 pack ok, followed with the filtered watch",
           bad or open(mfile).read())
+    promtool = shutil.which("promtool")
+    if promtool and os.path.exists(mfile):
+        with open(mfile) as fm:
+            text = fm.read()
+        p = subprocess.run([promtool, "check", "metrics"], input=text,
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 0 and not (p.stdout + p.stderr).strip(),
+              "--metrics-file passes promtool check metrics",
+              p.stdout + p.stderr + text)
+    else:
+        check(False, "promtool check metrics on --metrics-file",
+              "promtool is not installed (Debian: prometheus)")
     t0 = time.monotonic()
     f.full_idle(False, now_ms() - 200)
     back = r.until(lambda: aff() == [orig] * 3, 2)
