@@ -140,6 +140,11 @@ def test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers):
     e2e.diag("without the bridge: %.2f vCPU wake-ups/s per vCPU" % base)
     result = {}
     for source in ["kvm", "proc", "libvirt"]:
+        if source == "kvm" and not os.path.isdir("/sys/kernel/debug/kvm"):
+            tap.skip("--source kvm: no vCPU wake-up added",
+                     "no KVM debugfs here (/sys/kernel/debug/kvm), and it "
+                     "could not be mounted")
+            continue
         log = os.path.join(tmp, "bridge-%s.log" % source)
         b = start([bridge, "--libvirt", lv.uri, "--source", source,
                    "--interval", "100", "--idle-interval", "100",
@@ -168,7 +173,8 @@ def test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers):
             check(added <= MAX_ADDED and
                   ("source %s (process %d" % (source, qpid)) in read(log),
                   line + ": at most %g added" % MAX_ADDED, read(log))
-        if source == "kvm":
+        if "schema" not in result:
+            result["schema"] = True
             bad = urnschema.validate(xml or "")
             check(not bad and "valid_until_unix_ms" in (xml or ""),
                   "the bridge's metadata (leased) validates against "
@@ -342,8 +348,6 @@ def main():
                      name, read(serial) + lv.domain_log(name)):
             return 1
         time.sleep(1)       # the guest's own start-up work settles
-        if not os.path.isdir("/sys/kernel/debug/kvm"):
-            e2e.diag("no debugfs: --source kvm will fail")
         test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers)
         test_sigkill(libvirt, lv, conn, dom, bridge, consolidate, tmp,
                      helpers)

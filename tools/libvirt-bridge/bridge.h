@@ -24,6 +24,7 @@
 #define BACKOFF_MIN_MS 1000u
 #define BACKOFF_MAX_MS 60000u
 #define EXIT_USAGE 2
+#define ATTACH_RETRY_MS 10000u
 
 struct options {
 	const char *uri;
@@ -49,7 +50,8 @@ struct tracked {
 	struct domain_idle *di;
 	struct host_vm *host;    /* kvm or proc source; NULL: libvirt's */
 	bool host_failed;        /* cannot be attached: libvirt's (auto) or
-				  * not watched (kvm, proc) */
+				  * not watched (kvm, proc) until it can */
+	uint64_t attach_retry_ns; /* then: when to try again (monotonic) */
 	bool seen;               /* in the current scan */
 	bool watched;            /* has statistics: started hook, metadata */
 	bool skipped;            /* no statistics in the latest scan */

@@ -304,27 +304,35 @@ void warn_unknown(const char *name)
 }
 
 /* Attach @t to its QEMU process for opt.source; false: it cannot, said
- * once (auto: libvirt's statistics from now on; kvm, proc: not watched). */
+ * once (auto: libvirt's statistics meanwhile; kvm, proc: not watched
+ * meanwhile), tried again every ATTACH_RETRY_MS (a QEMU still starting,
+ * debugfs mounted later). */
 static bool host_attach(struct tracked *t)
 {
+	uint64_t now = mono_ns();
 	char why[256];
 
+	if (t->host_failed && now < t->attach_retry_ns)
+		return false;
 	t->host = host_vm_attach(t->uuid, opt.source, "/proc",
 				 STATS_KVM_DEBUGFS, why, sizeof(why));
 	if (t->host) {
 		say("%s: source %s (process %d, %u vCPU threads)", t->name,
 		    stats_kind_name(host_vm_kind(t->host)),
 		    host_vm_pid(t->host), host_vm_ncpus(t->host));
+		t->host_failed = false;
 		return true;
 	}
-	t->host_failed = true;
-	if (opt.source == STATS_AUTO)
+	t->attach_retry_ns = now + ATTACH_RETRY_MS * 1000000ull;
+	if (!t->host_failed && opt.source == STATS_AUTO)
 		warn("%s: source libvirt: %s; libvirt's vCPU statistics make "
-		     "QEMU wake every vCPU of the domain at every scan", t->name,
-		     why);
-	else
-		warn("%s: --source %s: %s: not watched, never reported idle",
-		     t->name, stats_kind_name(opt.source), why);
+		     "QEMU wake every vCPU of the domain at every scan (tried "
+		     "again every %u s)", t->name, why, ATTACH_RETRY_MS / 1000);
+	else if (!t->host_failed)
+		warn("%s: --source %s: %s: not watched, never reported idle "
+		     "(tried again every %u s)", t->name,
+		     stats_kind_name(opt.source), why, ATTACH_RETRY_MS / 1000);
+	t->host_failed = true;
 	return false;
 }
 
@@ -339,7 +347,7 @@ static bool host_sample(struct tracked *t, struct stats_domain *sd)
 	    opt.remote || (sd->state != VIR_DOMAIN_RUNNING &&
 			   sd->state != VIR_DOMAIN_BLOCKED))
 		return opt.source != STATS_LIBVIRT && !opt.remote;
-	if (!t->host && (t->host_failed || !host_attach(t)))
+	if (!t->host && !host_attach(t))
 		return opt.source != STATS_AUTO;
 	if (host_vm_sample(t->host, sd, why, sizeof(why)) == 0)
 		return true;
