@@ -337,8 +337,10 @@ static bool host_attach(struct tracked *t)
 }
 
 /* @sd's vCPU samples from this host (attaching @t first if need be);
- * false when they must come from libvirt. A domain --source kvm or proc
- * cannot read is left without samples (skipped). */
+ * false when they must still be asked from libvirt (auto, for a domain
+ * the host sources cannot read). The replay's and --source libvirt's came
+ * with the scan; a domain not running needs none; one --source kvm or
+ * proc cannot read is left without samples (skipped). */
 static bool host_sample(struct tracked *t, struct stats_domain *sd)
 {
 	char why[256];
@@ -346,7 +348,7 @@ static bool host_sample(struct tracked *t, struct stats_domain *sd)
 	if (opt.source == STATS_FILE || opt.source == STATS_LIBVIRT ||
 	    opt.remote || (sd->state != VIR_DOMAIN_RUNNING &&
 			   sd->state != VIR_DOMAIN_BLOCKED))
-		return opt.source != STATS_LIBVIRT && !opt.remote;
+		return true;
 	if (!t->host && !host_attach(t))
 		return opt.source != STATS_AUTO;
 	if (host_vm_sample(t->host, sd, why, sizeof(why)) == 0)
