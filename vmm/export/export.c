@@ -226,7 +226,7 @@ int export_start(struct vm *vm, const struct export_config *o)
 		return vmm_fail(VMM_EXIT_USAGE, "cannot write --metrics-file "
 				"'%s': %s", o->metrics_file, why);
 	ex.state = SYSIDLE_NOT;
-	if (status_init(o->name))
+	if (status_init(o->name, o->uuid))
 		return -1;
 	ex.st = vm_status_new(vm);
 	if (!ex.st)
