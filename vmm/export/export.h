@@ -107,6 +107,9 @@ struct export_config {
 int export_start(struct vm *vm, const struct export_config *cfg);
 void export_stop(void);
 uint64_t export_events_dropped(void); /* any thread */
+/* The hooks thread: a hook ended or an idle change was dropped (the hook
+ * counters changed); the export thread rewrites the metrics file. */
+void export_hooks_ended(void);
 
 /* control.c: the control socket, driven by the export thread only (the
  * functions below are called on it, except open/close: on the main

@@ -7,8 +7,8 @@
  * same directory (".NAME.XXXXXX": a dot file, which the collector skips)
  * and renamed over the target, so a reader sees the old file or the new
  * one, never a part of either. No sample carries a timestamp (the textfile
- * collector refuses them). The export thread does not wake up while the VM
- * is fully idle, so nothing in the file may go stale then: the current
+ * collector refuses them). The export thread does not wake up periodically
+ * while the VM is fully idle, so nothing in the file may go stale then: the current
  * full-idle period is not in the seconds counter, and
  * sysidle_vm_full_idle_since_timestamp_seconds says when it began, so a
  * reader adds time() - that. Every per-VM and per-vCPU sample carries the
