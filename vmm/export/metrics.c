@@ -8,8 +8,8 @@
  * and renamed over the target, so a reader sees the old file or the new
  * one, never a part of either. No sample carries a timestamp (the textfile
  * collector refuses them). The export thread does not wake up periodically
- * while the VM is fully idle, so nothing in the file may go stale then: the current
- * full-idle period is not in the seconds counter, and
+ * while the VM is fully idle, so nothing in the file may go stale then:
+ * the current full-idle period is not in the seconds counter, and
  * sysidle_vm_full_idle_since_timestamp_seconds says when it began, so a
  * reader adds time() - that. Every per-VM and per-vCPU sample carries the
  * labels vm and uuid (the uuid stable for a name across runs).
@@ -148,7 +148,8 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		   "ended by the last write of this file (at each state change; "
 		   "the last one at exit ends the current period too). The "
 		   "current period is not in it, as the file is not rewritten "
-		   "while the VM stays fully idle. Live value: this + "
+		   "periodically while the VM stays fully idle. Live value: "
+		   "this + "
 		   "sysidle_vm_full_idle * (time() - "
 		   "sysidle_vm_full_idle_since_timestamp_seconds).");
 	put_sample(f, "sysidle_vm_full_idle_seconds_total", st);

@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The VM's name and uuid (--uuid, or version 5 from the name), and status snapshots (export.h) read from any
- * thread, from the getters of the layers below: per-vCPU fields under each
+ * The VM's name and uuid (--uuid, or version 5 of the name), and status
+ * snapshots (export.h) read from any thread, from the getters of the layers below: per-vCPU fields under each
  * vCPU's lock, the idle state from the idle layer, counters with relaxed
  * atomic loads.
  */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,10 +42,13 @@ const char *vm_uuid(void)
 int status_init(const char *name, const char *uuid)
 {
 	vm_id.name = name;
-	if (uuid ? uuid_parse(uuid, vm_id.uuid) :
-	    uuid_v5(VMM_UUID_NAMESPACE, name, strlen(name), vm_id.uuid))
+	if (uuid && uuid_parse(uuid, vm_id.uuid))
 		return vmm_fail(VMM_EXIT_USAGE, "--uuid '%s': expected a uuid",
-				uuid ? uuid : "(none)");
+				uuid);
+	if (!uuid && uuid_v5(VMM_UUID_NAMESPACE, name, strlen(name),
+			     vm_id.uuid))
+		return vmm_fail(VMM_EXIT_USAGE, "bad uuid namespace '%s'",
+				VMM_UUID_NAMESPACE);
 	return 0;
 }
 
