@@ -4,7 +4,8 @@
 Prometheus' own linter accepts (in full idle and the one left at exit),
 sysidle_vm_full_idle_since_timestamp_seconds, the uuid label on every
 sample (Python's uuid.uuid5 of the name; the same in a second run of the
-same name; --uuid's value otherwise), the hook counters, and --uuid's
+same name; --uuid's value otherwise) and the same in the status object and
+the hooks' domain XML, the hook counters (in full idle too), and --uuid's
 errors.
 
 usage: test_metrics_lint.py VMM GUEST_DIR GUEST_TOOLS_DIR
@@ -27,9 +28,11 @@ PROMTOOL = shutil.which("promtool")
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$")
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 Vm = functools.partial(vmmtest.Vm, stop_timeout=20)
-# The hook: records its event, fails the idle ones (counted failed).
+# The hook: records its event and the <uuid> of its stdin, fails the idle
+# ones (counted failed).
 HOOK = """#!/bin/sh
-echo "$2 $3" >> %s
+u=$(sed -n 's|.*<uuid>\\([^<]*\\)</uuid>.*|\\1|p')
+echo "$2 $3 $u" >> %s
 case "$2" in idle) exit 3;; esac
 exit 0
 """
@@ -109,8 +112,10 @@ def run_idle(tmp, tag, name, extra=()):
     """One run of idle.elf until it is settled in FULL_NOTED, then stopped:
     (the file in full idle, its samples, the file at exit, its samples,
     the hooks' record, the wall-clock times before the start and before
-    the stop)."""
+    the stop). Checks that the status object and the hooks' XML have the
+    uuid of the file."""
     f = os.path.join(tmp, tag + ".prom")
+    sock = os.path.join(tmp, tag + ".sock")
     hooks = os.path.join(tmp, tag + "-hooks")
     record = os.path.join(tmp, tag + "-hooks.log")
     os.mkdir(hooks)
@@ -119,7 +124,7 @@ def run_idle(tmp, tag, name, extra=()):
     os.chmod(os.path.join(hooks, "vm"), 0o755)
     t0 = time.time()
     vm = Vm(["--cpus", "2", "--sysidle", "--append", "hz=250", "--control",
-             "none", "--hooks", hooks, "--name", name, "--metrics-file", f]
+             sock, "--hooks", hooks, "--name", name, "--metrics-file", f]
             + list(extra) + [tool("idle.elf")])
     try:
         got = vmmtest.poll_until(lambda: settled(f), 30, step=0.01)
@@ -136,6 +141,15 @@ def run_idle(tmp, tag, name, extra=()):
                                     "sysidle_hooks_failed_total")),
                   "%s\n%s" % (read(record), read(f)))
             got = hooked or got
+            st = vmmtest.status(sock)
+            hooked_uuids = {l.split()[2] if len(l.split()) > 2 else None
+                            for l in (read(record) or "").splitlines()}
+            file_uuids = uuids_of(got[1])[0]
+            check(st and len(file_uuids) == 1 and
+                  {st.get("uuid")} == file_uuids == hooked_uuids,
+                  "%s: the status object's uuid and the hooks' <uuid> are "
+                  "the file's" % tag, "%s %s %s" % (
+                      st and st.get("uuid"), file_uuids, hooked_uuids))
     finally:
         t_stop = time.time()
         rc = vm.stop()
@@ -143,7 +157,10 @@ def run_idle(tmp, tag, name, extra=()):
           "SIGTERM" % tag, "exit %s\n%s\n%s" % (rc, read(f), vm.err))
     last = read(f)
     return (got[0] if got else None, got[1] if got else None, last,
-            parse(last) if last else None, read(record) or "", t0, t_stop)
+            parse(last) if last else None,
+            "\n".join(" ".join(l.split()[:2])
+                      for l in (read(record) or "").splitlines()),
+            t0, t_stop)
 
 
 def test_file(tmp):
