@@ -8,6 +8,7 @@
 
 #include "base/sha1.h"
 
+/* @x rotated left by @n bits; @n: 1..31 (ROTL^n of FIPS 180-4, 3.2). */
 static uint32_t rol(uint32_t x, unsigned int n)
 {
 	return (x << n) | (x >> (32 - n));
