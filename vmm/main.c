@@ -21,6 +21,7 @@
 #include "base/housekeeping.h"
 #include "base/signals.h"
 #include "base/time.h"
+#include "base/uuid.h"
 #include "export/export.h"
 #include "idle/idle.h"
 #include "machine/devices/devices.h"
@@ -114,13 +115,21 @@ static const char usage_text[] =
 "                     hooks (default: the kernel file's stem and the PID,\n"
 "                     e.g. idle-4242); any characters but '/' and control\n"
 "                     characters, at most 80 bytes\n"
+"  --uuid UUID        the VM's uuid in the control socket, metrics and\n"
+"                     hooks: 32 hex digits as 8-4-4-4-12 (either case;\n"
+"                     shown lowercase). Default: the version-5 uuid\n"
+"                     (SHA-1) of the name's bytes in the namespace\n"
+"                     " VMM_UUID_NAMESPACE ", so\n"
+"                     the same --name keeps its uuid across runs\n"
 "  --control PATH     the control socket (default /run/sysidle/NAME.sock,\n"
 "                     its directory created mode 0700; \"none\": no socket);\n"
 "                     see vmm/README.md for the protocol, build/sysidlectl\n"
 "                     for a client\n"
 "  --metrics-file PATH  write the idle state in Prometheus text format to\n"
 "                     PATH (atomically) at each state change and at most\n"
-"                     once a second while the VM is not fully idle\n"
+"                     once a second while the VM is not fully idle (not\n"
+"                     periodically while it stays fully idle: its samples\n"
+"                     say how to extrapolate)\n"
 "  --hooks DIR        run DIR/vm and DIR/vm.d/* on start, stop and each\n"
 "                     change of full idle, as libvirt runs its hooks\n"
 "                     (default /etc/sysidle/hooks; absent: no hooks)\n"
@@ -281,6 +290,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "lapic-tick-max-hold", required_argument, NULL, 'X' },
 		{ "housekeeping-cpu", required_argument, NULL, 'P' },
 		{ "name", required_argument, NULL, 'n' },
+		{ "uuid", required_argument, NULL, 'u' },
 		{ "control", required_argument, NULL, 'C' },
 		{ "metrics-file", required_argument, NULL, 'F' },
 		{ "hooks", required_argument, NULL, 'H' },
@@ -289,6 +299,7 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static char uuid[UUID_STR_LEN];
 	char *end, bad[64];
 	double sec;
 	long n;
@@ -387,6 +398,14 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 						   "bytes, no '/' and no control "
 						   "characters", optarg);
 			o->export.name = optarg;
+			break;
+		case 'u':
+			if (uuid_parse(optarg, uuid))
+				return usage_error("--uuid '%s': expected a uuid "
+						   "of 32 hex digits as 8-4-4-4-12, "
+						   "e.g. 0f4c1a2b-3c4d-5e6f-8a9b-"
+						   "0123456789ab", optarg);
+			o->export.uuid = uuid;
 			break;
 		case 'C':
 			if (!*optarg || strlen(optarg) >= CONTROL_PATH_MAX)

@@ -176,8 +176,9 @@ def test_status(vm, c, sock):
     cnt = v["counters"]
     check(v["sysidle"] is True and v["state_num"] == 4 and
           v["timekeeper"] == 0 and
-          re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+          re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-"
                        r"[89ab][0-9a-f]{3}-[0-9a-f]{12}", v["uuid"]) and
+          v["uuid"] == vmmtest.vm_uuid(v["name"]) and
           abs(v["since_unix_ms"] / 1000.0 - time.time()) < 600 and
           0 <= v["in_state_s"] <= v["uptime_s"] and
           cnt["full_idle_periods"] >= 1 and cnt["violations"] == 0 and

@@ -27,7 +27,7 @@ ENV = ["LC_ALL=C", "HOME=/",
        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 SINCE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 STATE_NUMS = {"NOT": 0, "SHORT": 1, "LONG": 2, "FULL": 3, "FULL_NOTED": 4}
-UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
                   r"[0-9a-f]{12}$")
 
 # Appends one JSON line per run to RECORD: argv, stdin, the environment as
@@ -220,8 +220,9 @@ def test_events(tmp):
               what + ": child of the VMM, in /, own process group",
               [(r["ppid"], r["cwd"], r["pgid"], r["pid"]) for r in rs] +
               [vm.p.pid])
-    check(len(uuids) == 1 and None not in uuids,
-          "the same uuid in every event", uuids)
+    check(uuids == {vmmtest.vm_uuid(NAME)},
+          "the same uuid in every event: the version-5 uuid of the name",
+          "%s, expected %s" % (uuids, vmmtest.vm_uuid(NAME)))
     check(recs and event(recs[-1]) == "stopped end -" and
           [event(r) for r in recs].count("stopped end -") == 3,
           "stopped end - is the last event, run once per hook",

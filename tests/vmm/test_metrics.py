@@ -43,18 +43,24 @@ except ImportError:
         text_string_to_metric_families = None
 
 # sample name -> (type, label names), as documented in vmm/README.md
+VM = {"vm", "uuid"}
 FAMILIES = {
-    "sysidle_vm_up": ("gauge", {"vm"}),
-    "sysidle_vm_info": ("gauge", {"vm", "uuid", "sysidle"}),
-    "sysidle_vm_state": ("gauge", {"vm"}),
-    "sysidle_vm_state_since_timestamp_seconds": ("gauge", {"vm"}),
-    "sysidle_vm_full_idle": ("gauge", {"vm"}),
-    "sysidle_vm_full_idle_seconds_total": ("counter", {"vm"}),
-    "sysidle_vm_full_idle_periods_total": ("counter", {"vm"}),
-    "sysidle_vcpu_halted": ("gauge", {"vm", "vcpu"}),
-    "sysidle_vcpu_halt_exits_total": ("counter", {"vm", "vcpu"}),
-    "sysidle_ticks_suppressed_total": ("counter", {"vm"}),
-    "sysidle_host_timer_wakeups_total": ("counter", {"vm"}),
+    "sysidle_vm_up": ("gauge", VM),
+    "sysidle_vm_info": ("gauge", VM | {"sysidle"}),
+    "sysidle_vm_state": ("gauge", VM),
+    "sysidle_vm_state_since_timestamp_seconds": ("gauge", VM),
+    "sysidle_vm_full_idle": ("gauge", VM),
+    "sysidle_vm_full_idle_since_timestamp_seconds": ("gauge", VM),
+    "sysidle_vm_full_idle_seconds_total": ("counter", VM),
+    "sysidle_vm_full_idle_periods_total": ("counter", VM),
+    "sysidle_vcpu_halted": ("gauge", VM | {"vcpu"}),
+    "sysidle_vcpu_halt_exits_total": ("counter", VM | {"vcpu"}),
+    "sysidle_ticks_suppressed_total": ("counter", VM),
+    "sysidle_host_timer_wakeups_total": ("counter", VM),
+    "sysidle_vm_paused": ("gauge", VM),
+    "sysidle_hooks_run_total": ("counter", VM),
+    "sysidle_hooks_failed_total": ("counter", VM),
+    "sysidle_hooks_dropped_total": ("counter", VM),
 }
 STATES = ["NOT", "SHORT", "LONG", "FULL", "FULL_NOTED"]
 CLOCK = r"\d\d:\d\d:\d\d\.\d{3}"
@@ -141,21 +147,22 @@ def check_format(m, name, ncpus, sysidle):
         if not re.search(r"^# TYPE %s %s$" % (fam, typ), m.text, re.M):
             bad.append("%s: no '# TYPE %s %s' line" % (fam, fam, typ))
         for lab, _ in m.samples.get(fam, []):
-            if set(lab) != labels or lab.get("vm") != name:
+            if set(lab) != labels or lab.get("vm") != name or \
+                    lab.get("uuid") != vmmtest.vm_uuid(name):
                 bad.append("%s: labels %r" % (fam, lab))
     vcpus = sorted(l["vcpu"] for l, _ in m.samples.get("sysidle_vcpu_halted",
                                                        []))
     if vcpus != [str(i) for i in range(ncpus)]:
         bad.append("vcpu labels %r" % vcpus)
     info = m.samples.get("sysidle_vm_info", [({}, None)])[0]
-    if info[1] != 1 or not re.match(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+    if info[1] != 1 or not re.match(r"^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-"
                                     r"[89ab][0-9a-f]{3}-[0-9a-f]{12}$",
                                     info[0].get("uuid", "")) or \
             info[0].get("sysidle") != ("true" if sysidle else "false"):
         bad.append("sysidle_vm_info %r" % (info,))
     help_s = m.helps.get("sysidle_vm_full_idle_seconds_total", "")
-    if "sysidle_vm_state_since_timestamp_seconds" not in help_s or \
-            "not while" not in help_s:
+    if "time() - sysidle_vm_full_idle_since_timestamp_seconds" not in \
+            help_s or "current period is not in it" not in help_s:
         bad.append("the full-idle seconds HELP does not say how to "
                    "extrapolate: %r" % help_s)
     return bad
@@ -542,6 +549,18 @@ def compare(m, s1, s2, bad):
         if c["full_idle_seconds"] + 0.001 < \
                 m.value("sysidle_vm_full_idle_seconds_total"):
             bad.append("full_idle_seconds went back")
+        # the README's live value: the file's ended periods plus the
+        # current one from its start, the socket's live total
+        live = m.value("sysidle_vm_full_idle_seconds_total") + \
+            m.value("sysidle_vm_full_idle") * (
+                s1["since_unix_ms"] / 1000 - m.value(
+                    "sysidle_vm_full_idle_since_timestamp_seconds") +
+                s1["in_state_s"])
+        if abs(live - c["full_idle_seconds"]) > 0.003:
+            bad.append("live full-idle seconds %.6f (file %s + since), "
+                       "socket %s" % (live, m.value(
+                           "sysidle_vm_full_idle_seconds_total"),
+                           c["full_idle_seconds"]))
         for k, fam in [("ticks_suppressed", "sysidle_ticks_suppressed_total"),
                        ("host_timer_wakeups",
                         "sysidle_host_timer_wakeups_total")]:
@@ -683,6 +702,9 @@ def test_vm(tmp):
               "sysidle_vm_state_since_timestamp_seconds is the wall clock "
               "time of the change", "%s not in %s..%s" % (since, t0,
                                                         time.time()))
+        check(m.value("sysidle_vm_full_idle_since_timestamp_seconds") ==
+              since, "in FULL_NOTED, sysidle_vm_full_idle_since_timestamp_"
+              "seconds is the change's time", m.text)
         check(os.listdir(mdir) == ["vm.prom"], "no temporary file left in "
               "the directory", os.listdir(mdir))
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
@@ -21,6 +22,8 @@ from procfs import tasks  # noqa: E402,F401 (the tests' /proc reader)
 VMM = GUESTS = TOOLS = None
 SELFTEST_TIMEOUT = 180  # seconds, one selftest boot (64 vCPUs is slow here)
 POLL_STEP = 0.02  # seconds between two looks in the polling loops
+# The namespace of the VMs' default uuids (vmm/README.md, "Metrics").
+UUID_NS = uuid.UUID("515d85be-6f26-497a-a590-01cdee562eb4")
 SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
                        r"runtime error:")
 
@@ -28,6 +31,12 @@ SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
 def init(argv):
     global VMM, GUESTS, TOOLS
     VMM, GUESTS, TOOLS = argv[1], argv[2], argv[3]
+
+
+def vm_uuid(name):
+    """The uuid a VM named @name has without --uuid: version 5 of the
+    name's UTF-8 bytes in UUID_NS."""
+    return str(uuid.uuid5(UUID_NS, name))
 
 
 def sanitizer_check(err, args):

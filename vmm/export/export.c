@@ -3,9 +3,10 @@
  * The export thread: a reader of the one event queue (base/event.h). It
  * passes each event to the control socket's watchers, and rewrites the
  * metrics file at each batch of
- * changes (unless, in full idle, the file already shows them) and at most
- * once a second while the VM is not fully idle (no periodic wake-up once it
- * is). It only polls: a slow client, a full disk or a hung hook delays
+ * changes (unless, in full idle, the file already shows them), when a hook
+ * has ended (its counters: hooks.c wakes it) and at most once a second
+ * while the VM is not fully idle (no periodic wake-up once it is). It only
+ * polls: a slow client, a full disk or a hung hook delays
  * nothing but itself.
  */
 #include <errno.h>
@@ -42,6 +43,7 @@ struct metrics_shown {
 	uint64_t since_ns;
 	bool halted, paused;
 	uint64_t pauses, resumes_requested, resumes_self;
+	uint64_t hooks_run, hooks_failed, hooks_dropped;
 };
 
 static struct {
@@ -50,6 +52,7 @@ static struct {
 	pthread_t thread;
 	bool started;
 	int stop_fd, timer_fd;
+	int hooks_fd;              /* eventfd: a hook ended (export_hooks_ended) */
 	struct event_reader events;
 	struct vm_status *st;
 
@@ -60,11 +63,25 @@ static struct {
 	unsigned int settle_tries; /* settle rewrites in this full idle period */
 	bool metrics_failed;
 	struct metrics_shown shown; /* what the file last written showed */
-} ex = { .stop_fd = -1, .timer_fd = -1, .events = { .fd = -1, .slot = -1 } };
+} ex = { .stop_fd = -1, .timer_fd = -1, .hooks_fd = -1,
+	  .events = { .fd = -1, .slot = -1 } };
 
 uint64_t export_events_dropped(void)
 {
 	return event_reader_lost(&ex.events);
+}
+
+/* The hooks thread, after a hook ended (its counters changed), between
+ * export_start and export_stop: the metrics file shows it, also in full
+ * idle. Never blocks (the eventfd only adds up). */
+void export_hooks_ended(void)
+{
+	uint64_t one = 1;
+
+	if (ex.hooks_fd >= 0 && write(ex.hooks_fd, &one, sizeof(one)) < 0 &&
+	    errno != EAGAIN)
+		vmm_warn("export: cannot wake the export thread: %s",
+			 strerror(errno));
 }
 
 static bool all_halted(const struct vm_status *st)
@@ -82,7 +99,10 @@ static bool shown_equal(const struct metrics_shown *a,
 	       a->since_ns == b->since_ns && a->halted == b->halted &&
 	       a->paused == b->paused && a->pauses == b->pauses &&
 	       a->resumes_requested == b->resumes_requested &&
-	       a->resumes_self == b->resumes_self;
+	       a->resumes_self == b->resumes_self &&
+	       a->hooks_run == b->hooks_run &&
+	       a->hooks_failed == b->hooks_failed &&
+	       a->hooks_dropped == b->hooks_dropped;
 }
 
 /* Export thread: rewrite the metrics file now; in settled full idle only
@@ -103,7 +123,10 @@ static void export_metrics(bool always, bool up)
 		.since_ns = ex.st->since_ns, .halted = all_halted(ex.st),
 		.paused = ex.st->paused, .pauses = ex.st->pauses,
 		.resumes_requested = ex.st->resumes_requested,
-		.resumes_self = ex.st->resumes_self };
+		.resumes_self = ex.st->resumes_self,
+		.hooks_run = ex.st->hooks_run,
+		.hooks_failed = ex.st->hooks_failed,
+		.hooks_dropped = ex.st->hooks_dropped };
 	if (!always && now.state == SYSIDLE_FULL_NOTED && now.halted &&
 	    shown_equal(&now, &ex.shown)) {
 		ex.settle = false;
@@ -182,7 +205,8 @@ static void *export_thread(void *arg)
 		fds[0] = (struct pollfd){ .fd = ex.stop_fd, .events = POLLIN };
 		fds[1] = (struct pollfd){ .fd = ex.events.fd, .events = POLLIN };
 		fds[2] = (struct pollfd){ .fd = ex.timer_fd, .events = POLLIN };
-		n = 3 + control_pollfds(fds + 3, EXPORT_MAX_FDS - 3);
+		fds[3] = (struct pollfd){ .fd = ex.hooks_fd, .events = POLLIN };
+		n = 4 + control_pollfds(fds + 4, EXPORT_MAX_FDS - 4);
 		if (poll(fds, (nfds_t)n, control_poll_timeout()) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -205,9 +229,14 @@ static void *export_thread(void *arg)
 				changed = true;
 			}
 		}
+		/* a hook ended: its counters (in settled full idle only
+		 * when they changed: export_metrics) */
+		if (fds[3].revents &&
+		    read(ex.hooks_fd, &buf, sizeof(buf)) == sizeof(buf))
+			changed = true;
 		if (changed)
 			export_metrics(false, true);
-		control_handle(fds + 3, n - 3);
+		control_handle(fds + 4, n - 4);
 		export_metrics_timer();
 	}
 	return NULL;
@@ -226,13 +255,17 @@ int export_start(struct vm *vm, const struct export_config *o)
 		return vmm_fail(VMM_EXIT_USAGE, "cannot write --metrics-file "
 				"'%s': %s", o->metrics_file, why);
 	ex.state = SYSIDLE_NOT;
-	if (status_init(o->name))
+	if (status_init(o->name, o->uuid))
 		return -1;
 	ex.st = vm_status_new(vm);
 	if (!ex.st)
 		return vmm_fail(VMM_EXIT_KVM, "export: out of memory");
 	if (control_open(vm, o))
 		return -1;
+	ex.hooks_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ex.hooks_fd < 0)
+		return vmm_fail(VMM_EXIT_KVM, "export: eventfd: %s",
+				strerror(errno));
 	if (hooks_start(vm, o))
 		return -1;
 	ex.stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -274,5 +307,7 @@ void export_stop(void)
 		close(ex.stop_fd);
 	if (ex.timer_fd >= 0)
 		close(ex.timer_fd);
-	ex.stop_fd = ex.timer_fd = -1;
+	if (ex.hooks_fd >= 0)
+		close(ex.hooks_fd);
+	ex.stop_fd = ex.timer_fd = ex.hooks_fd = -1;
 }

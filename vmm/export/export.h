@@ -46,7 +46,7 @@ struct vcpu_status {
  * values just before and just after it. */
 struct vm_status {
 	const char *name;          /* --name */
-	const char *uuid;          /* 36 characters, stable for the process */
+	const char *uuid;          /* 36 characters: --uuid, or from the name */
 	int pid;
 	int hk_tid;                /* the housekeeping thread (0: not started) */
 	bool sysidle;              /* --sysidle given */
@@ -57,6 +57,7 @@ struct vm_status {
 	uint64_t uptime_ns;        /* since the VM was created */
 	uint64_t state_ns[5];      /* time in NOT .. FULL_NOTED, now included */
 	uint64_t full_idle_ns;     /* time fully idle (tick stopped), total */
+	uint64_t full_idle_done_ns; /* the same, the periods ended only */
 	uint64_t full_idle_periods;
 	uint64_t ticks_suppressed; /* sum over the vCPUs */
 	uint64_t host_timer_wakeups; /* housekeeping timerfd expiries */
@@ -74,9 +75,10 @@ struct vm_status {
 };
 
 /* status.c */
-/* Main thread, before the export thread starts: the VM's name and a new
- * uuid. */
-int status_init(const char *name);
+/* Main thread, before the export thread starts: the VM's name and its
+ * uuid: @uuid (canonical, lowercase) or, NULL, the version-5 uuid of
+ * @name in VMM_UUID_NAMESPACE (base/uuid.h). */
+int status_init(const char *name, const char *uuid);
 struct vm_status *vm_status_new(const struct vm *vm); /* NULL: out of memory */
 void vm_status_read(struct vm *vm, struct vm_status *st); /* any thread */
 void vm_status_free(struct vm_status *st);
@@ -90,6 +92,7 @@ const char *vm_uuid(void);
 /* What main.c's options say about the outside world. */
 struct export_config {
 	const char *name;          /* --name */
+	const char *uuid;          /* --uuid, lowercase; NULL: from the name */
 	const char *control;       /* --control PATH, NULL: none ("none") */
 	bool control_explicit;     /* --control given: failing to open is fatal */
 	const char *metrics_file;  /* --metrics-file PATH, NULL: none */
@@ -104,6 +107,9 @@ struct export_config {
 int export_start(struct vm *vm, const struct export_config *cfg);
 void export_stop(void);
 uint64_t export_events_dropped(void); /* any thread */
+/* The hooks thread: a hook ended or an idle change was dropped (the hook
+ * counters changed); the export thread rewrites the metrics file. */
+void export_hooks_ended(void);
 
 /* control.c: the control socket, driven by the export thread only (the
  * functions below are called on it, except open/close: on the main

@@ -63,6 +63,8 @@ static void hooks_run(const char *op, const char *subop, const char *extra,
 	hk.run += run;
 	hk.failed += failed;
 	pthread_mutex_unlock(&hk.lock);
+	if (run || failed)
+		export_hooks_ended();
 }
 
 static void count_dropped(uint64_t n)
@@ -70,6 +72,8 @@ static void count_dropped(uint64_t n)
 	pthread_mutex_lock(&hk.lock);
 	hk.dropped += n;
 	pthread_mutex_unlock(&hk.lock);
+	if (n)
+		export_hooks_ended();
 }
 
 /* Hooks thread: "idle end" for a full idle period of @idle_ns that ended

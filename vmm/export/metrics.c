@@ -7,10 +7,12 @@
  * same directory (".NAME.XXXXXX": a dot file, which the collector skips)
  * and renamed over the target, so a reader sees the old file or the new
  * one, never a part of either. No sample carries a timestamp (the textfile
- * collector refuses them); sysidle_vm_state_since_timestamp_seconds gives
- * the wall-clock time of the last state change instead, so a reader can
- * extrapolate the full-idle time while the file is not rewritten (the
- * export thread does not wake up while the VM is fully idle).
+ * collector refuses them). The export thread does not wake up periodically
+ * while the VM is fully idle, so nothing in the file may go stale then:
+ * the current full-idle period is not in the seconds counter, and
+ * sysidle_vm_full_idle_since_timestamp_seconds says when it began, so a
+ * reader adds time() - that. Every per-VM and per-vCPU sample carries the
+ * labels vm and uuid (the uuid stable for a name across runs).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,12 +51,24 @@ static void put_family(FILE *f, const char *name, const char *type,
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* The start of a sample line: NAME{vm="..." (the caller closes the set). */
+/* The start of a sample line: NAME{vm="...",uuid="..." (the caller closes
+ * the set). @st: a snapshot with its name and uuid set. */
 static void put_sample(FILE *f, const char *name, const struct vm_status *st)
 {
 	fprintf(f, "%s{vm=\"", name);
 	put_label(f, st->name);
+	fputs("\",uuid=\"", f);
+	put_label(f, st->uuid);
 	fputc('"', f);
+}
+
+/* One per-VM sample of @ms milliseconds, as seconds with 3 decimals. */
+static void put_vm_ms(FILE *f, const char *name, const char *help,
+		      const struct vm_status *st, uint64_t ms)
+{
+	put_family(f, name, "gauge", help);
+	put_sample(f, name, st);
+	fprintf(f, "} %" PRIu64 ".%03" PRIu64 "\n", ms / 1000, ms % 1000);
 }
 
 /* One per-VM sample with an integer value. */
@@ -90,9 +104,13 @@ static uint64_t vcpu_halt_exits(const struct vcpu_status *v)
 	return v->halt_exits;
 }
 
-/* The file's text, into @f. */
+/* The file's text, into @f. @st: a whole snapshot (vm_status_read);
+ * @up: false for the file left at exit. */
 static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 {
+	bool full_idle = up && st->state == SYSIDLE_FULL_NOTED;
+	uint64_t idle_ns = up ? st->full_idle_done_ns : st->full_idle_ns;
+
 	put_vm_u64(f, "sysidle_vm_up", "gauge",
 		   "1 while the VMM runs; 0 in the file it leaves at exit "
 		   "(every gauge below then says what was last true, but "
@@ -100,39 +118,43 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		   "that is gone is neither).", st, up);
 
 	put_family(f, "sysidle_vm_info", "gauge",
-		   "The VM: its name, its uuid (new for each VMM process) and "
-		   "whether --sysidle is on. Always 1.");
+		   "The VM: its name, its uuid (--uuid, or the version-5 uuid "
+		   "of the name: the same name keeps it across runs; on every "
+		   "sample too) and whether --sysidle is on. Always 1.");
 	put_sample(f, "sysidle_vm_info", st);
-	fputs(",uuid=\"", f);
-	put_label(f, st->uuid);
-	fprintf(f, "\",sysidle=\"%s\"} 1\n", st->sysidle ? "true" : "false");
+	fprintf(f, ",sysidle=\"%s\"} 1\n", st->sysidle ? "true" : "false");
 
 	put_vm_u64(f, "sysidle_vm_state", "gauge",
 		   "Idle state: 0 NOT, 1 SHORT, 2 LONG, 3 FULL, 4 FULL_NOTED "
 		   "(fully idle, tick stopped). Always 0 without --sysidle.",
 		   st, (uint64_t)st->state);
 
-	put_family(f, "sysidle_vm_state_since_timestamp_seconds", "gauge",
-		   "Unix time of the last change of sysidle_vm_state (of the "
-		   "VM's start when it never changed).");
-	put_sample(f, "sysidle_vm_state_since_timestamp_seconds", st);
-	fprintf(f, "} %" PRIu64 ".%03" PRIu64 "\n", st->since_unix_ms / 1000,
-		st->since_unix_ms % 1000);
+	put_vm_ms(f, "sysidle_vm_state_since_timestamp_seconds",
+		  "Unix time of the last change of sysidle_vm_state (of the "
+		  "VM's start when it never changed).", st, st->since_unix_ms);
 
 	put_vm_u64(f, "sysidle_vm_full_idle", "gauge",
 		   "1 while the VM is fully idle (state FULL_NOTED: no vCPU "
-		   "runs, the tick is stopped), else 0.",
-		   st, up && st->state == SYSIDLE_FULL_NOTED);
+		   "runs, the tick is stopped), else 0.", st, full_idle);
+
+	put_vm_ms(f, "sysidle_vm_full_idle_since_timestamp_seconds",
+		  "Unix time at which the current full-idle period began (the "
+		  "change to FULL_NOTED); 0 while sysidle_vm_full_idle is 0. "
+		  "The time fully idle so far: time() - this.",
+		  st, full_idle ? st->since_unix_ms : 0);
 
 	put_family(f, "sysidle_vm_full_idle_seconds_total", "counter",
-		   "Seconds the VM has been fully idle, up to when this file "
-		   "was written. The file is rewritten at each state change "
-		   "and once a second while the VM is not fully idle, but not "
-		   "while it stays fully idle: while sysidle_vm_full_idle is "
-		   "1, add time() - sysidle_vm_state_since_timestamp_seconds.");
+		   "Seconds the VM has been fully idle in the full-idle periods "
+		   "ended by the last write of this file (at each state change; "
+		   "the last one at exit ends the current period too). The "
+		   "current period is not in it, as the file is not rewritten "
+		   "periodically while the VM stays fully idle. Live value: "
+		   "this + "
+		   "sysidle_vm_full_idle * (time() - "
+		   "sysidle_vm_full_idle_since_timestamp_seconds).");
 	put_sample(f, "sysidle_vm_full_idle_seconds_total", st);
 	fprintf(f, "} %" PRIu64 ".%09" PRIu64 "\n",
-		st->full_idle_ns / 1000000000u, st->full_idle_ns % 1000000000u);
+		idle_ns / 1000000000u, idle_ns % 1000000000u);
 
 	put_vm_u64(f, "sysidle_vm_full_idle_periods_total", "counter",
 		   "Full-idle periods begun (changes to FULL_NOTED).",
@@ -163,6 +185,18 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 	put_vm_u64(f, "sysidle_vm_resumes_self_total", "counter",
 		   "Resumes by a wake source of the guest (a timer, serial "
 		   "input, a kick, an IPI).", st, st->resumes_self);
+
+	put_vm_u64(f, "sysidle_hooks_run_total", "counter",
+		   "Hooks (--hooks) that ended, failed or not.", st,
+		   st->hooks_run);
+	put_vm_u64(f, "sysidle_hooks_failed_total", "counter",
+		   "Hooks that exited non-zero, were killed (--hook-timeout, "
+		   "the stop), could not be started or were not run at the "
+		   "stop.", st, st->hooks_failed);
+	put_vm_u64(f, "sysidle_hooks_dropped_total", "counter",
+		   "Full-idle changes whose hook was not run: coalesced with "
+		   "a later one, or lost by a hooks thread too far behind.",
+		   st, st->hooks_dropped);
 }
 
 /*

@@ -1,20 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The VM's name and uuid, and status snapshots (export.h) read from any
- * thread, from the getters of the layers below: per-vCPU fields under each
+ * The VM's name and uuid (--uuid, or version 5 of the name), and status
+ * snapshots (export.h) read from any thread, from the getters of the layers below: per-vCPU fields under each
  * vCPU's lock, the idle state from the idle layer, counters with relaxed
  * atomic loads.
  */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <sysidle/sysidle.h>
 
 #include "base/housekeeping.h"
+#include "base/uuid.h"
 #include "export/export.h"
 #include "export/hooks.h"
 #include "idle/idle.h"
@@ -35,21 +33,22 @@ const char *vm_uuid(void)
 	return vm_id.uuid;
 }
 
-/* Main thread, before any other thread starts. */
-int status_init(const char *name)
+/*
+ * Main thread, before any other thread starts. @name: the VM's name,
+ * living as long as the process; @uuid: a canonical uuid (main.c parsed
+ * it) or NULL, for the version-5 uuid of @name: the same name, the same
+ * uuid, in every run.
+ */
+int status_init(const char *name, const char *uuid)
 {
-	uint8_t b[16];
-
 	vm_id.name = name;
-	if (getrandom(b, sizeof(b), 0) != sizeof(b))
-		return vmm_fail(VMM_EXIT_KVM, "getrandom: %s", strerror(errno));
-	b[6] = (b[6] & 0x0f) | 0x40; /* version 4 */
-	b[8] = (b[8] & 0x3f) | 0x80; /* RFC 4122 variant */
-	snprintf(vm_id.uuid, sizeof(vm_id.uuid),
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-		 "%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
-		 b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-		 b[14], b[15]);
+	if (uuid && uuid_parse(uuid, vm_id.uuid))
+		return vmm_fail(VMM_EXIT_USAGE, "--uuid '%s': expected a uuid",
+				uuid);
+	if (!uuid && uuid_v5(VMM_UUID_NAMESPACE, name, strlen(name),
+			     vm_id.uuid))
+		return vmm_fail(VMM_EXIT_USAGE, "bad uuid namespace '%s'",
+				VMM_UUID_NAMESPACE);
 	return 0;
 }
 
@@ -113,6 +112,7 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 	st->since_ns = is.since_ns;
 	memcpy(st->state_ns, is.state_ns, sizeof(st->state_ns));
 	st->full_idle_ns = is.state_ns[SYSIDLE_FULL_NOTED];
+	st->full_idle_done_ns = is.full_idle_done_ns;
 	st->full_idle_periods = is.full_idle_periods;
 	st->force_exits = is.force_exits;
 	st->violations = is.violations;

@@ -149,6 +149,7 @@ void idle_read_status(struct idle_status *st, uint64_t uptime_ns,
 	st->state = idle.cur;
 	st->since_ns = idle.changed_ns ? idle.changed_ns : idle.t0;
 	memcpy(st->state_ns, idle.state_ns, sizeof(st->state_ns));
+	st->full_idle_done_ns = idle.state_ns[SYSIDLE_FULL_NOTED];
 	if (now > idle.since)
 		st->state_ns[idle.cur] += now - idle.since;
 	st->full_idle_periods = idle.full_periods_seen;

@@ -45,6 +45,7 @@ struct idle_status {
 	int state;                 /* enum sysidle_state */
 	uint64_t since_ns;         /* CLOCK_MONOTONIC of the change to @state */
 	uint64_t state_ns[5];      /* time in NOT .. FULL_NOTED, now included */
+	uint64_t full_idle_done_ns; /* in FULL_NOTED, the periods ended only */
 	uint64_t full_idle_periods;
 	uint64_t force_exits, violations, scans, tick_restarts;
 };
