@@ -158,26 +158,9 @@ def main():
     build, src = sys.argv[1], sys.argv[2]
     kernel = os.path.abspath(os.path.join(build, "guest-tools", "idle.elf"))
     consolidate = os.path.join(src, "tools", "sysidle-consolidate")
-    if os.geteuid() != 0:
-        return e2e.skip_all("not root: a private libvirtd with KVM needs "
-                            "root")
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-    except OSError as e:
-        return e2e.skip_all("/dev/kvm is not usable (%s)" % e)
-    for what, path in [("libvirtd", "/usr/sbin/libvirtd"),
-                       ("unshare", shutil.which("unshare")),
-                       ("qemu-system-x86_64",
-                        shutil.which("qemu-system-x86_64"))]:
-        if not path or not os.access(path, os.X_OK):
-            return e2e.skip_all("%s not installed" % what)
-    try:
-        import libvirt
-    except ImportError:
-        return e2e.skip_all("python3-libvirt missing for %s" %
-                            sys.executable)
-    if not os.path.exists(kernel):
-        return e2e.skip_all("%s not built" % kernel)
+    libvirt, why = e2e.prerequisites(kernel)
+    if libvirt is None:
+        return e2e.skip_all(why)
     host = sorted(os.sched_getaffinity(0))
     if len(host) < 2:
         return e2e.skip_all("only one CPU: packing would not be visible")
@@ -226,18 +209,7 @@ def main():
         check(False, "unexpected error: %s" % e, traceback.format_exc())
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if conn is not None:
-            try:
-                for d in conn.listAllDomains():
-                    if d.name().startswith("sysidle-crash-") and \
-                            d.isActive():
-                        d.destroy()
-                conn.close()
-            except libvirt.libvirtError as e:
-                e2e.diag("destroy: %s" % e)
-        killed = lv.stop()
-        if killed:
-            e2e.diag("killed with SIGKILL: " + ", ".join(killed))
+        e2e.teardown(libvirt, lv, conn, [], "sysidle-crash-")
         shutil.rmtree(tmp, ignore_errors=True)
     crash_loop.print_matrix(matrix, t0)
     return tap.finish()

@@ -320,6 +320,53 @@ class Libvirtd:
         return killed
 
 
+def prerequisites(kernel):
+    """(the libvirt module, None) when a private libvirtd with a QEMU/KVM
+    domain booting @kernel can run here; else (None, why not)."""
+    if os.geteuid() != 0:
+        return None, "not root: a private libvirtd with KVM needs root"
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+    except OSError as e:
+        return None, "/dev/kvm is not usable (%s)" % e
+    for what, path in [("libvirtd", "/usr/sbin/libvirtd"),
+                       ("unshare", shutil.which("unshare")),
+                       ("qemu-system-x86_64",
+                        shutil.which("qemu-system-x86_64"))]:
+        if not path or not os.access(path, os.X_OK):
+            return None, "%s not installed" % what
+    try:
+        import libvirt
+    except ImportError:
+        return None, "python3-libvirt missing for %s" % sys.executable
+    if not os.path.exists(kernel):
+        return None, "%s not built" % kernel
+    return libvirt, None
+
+
+def teardown(libvirt, lv, conn, helpers, prefix):
+    """Whatever happened: stop @helpers (daemons started for the test),
+    destroy the domains whose names start with @prefix, close @conn, stop
+    @lv; say what had to be killed with SIGKILL."""
+    for p in helpers:
+        if p.poll() is None:
+            kill_pid(p.pid, proc=p)
+    if conn is not None:
+        try:
+            for d in conn.listAllDomains():
+                if d.name().startswith(prefix) and d.isActive():
+                    d.destroy()
+        except libvirt.libvirtError as e:
+            diag("destroy: %s" % e)
+        try:
+            conn.close()
+        except libvirt.libvirtError:
+            pass
+    killed = lv.stop()
+    if killed:
+        diag("killed with SIGKILL: " + ", ".join(killed))
+
+
 def domain_xml(name, kernel, serial, cpus):
     # hz=0: no tick at all, so no halt exit while idle (the bridge has no
     # timekeeper rule: any halt exit is a busy interval)
@@ -376,24 +423,9 @@ def main():
     kernel = os.path.abspath(os.path.join(build, "guest-tools", "idle.elf"))
     bridge = os.path.join(build, "sysidle-libvirt")
     consolidate = os.path.join(src, "tools", "sysidle-consolidate")
-    if os.geteuid() != 0:
-        return skip_all("not root: a private libvirtd with KVM needs root")
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-    except OSError as e:
-        return skip_all("/dev/kvm is not usable (%s)" % e)
-    for what, path in [("libvirtd", "/usr/sbin/libvirtd"),
-                       ("unshare", shutil.which("unshare")),
-                       ("qemu-system-x86_64",
-                        shutil.which("qemu-system-x86_64"))]:
-        if not path or not os.access(path, os.X_OK):
-            return skip_all("%s not installed" % what)
-    try:
-        import libvirt
-    except ImportError:
-        return skip_all("python3-libvirt missing for %s" % sys.executable)
-    if not os.path.exists(kernel):
-        return skip_all("%s not built" % kernel)
+    libvirt, why = prerequisites(kernel)
+    if libvirt is None:
+        return skip_all(why)
 
     def on_term(signum, frame):
         raise KeyboardInterrupt("signal %d" % signum)
@@ -432,23 +464,7 @@ def main():
     finally:
         # a second SIGTERM (a harness's timeout) must not cut the cleanup
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for p in helpers:
-            if p.poll() is None:
-                kill_pid(p.pid, proc=p)
-        if conn is not None:
-            try:
-                for d in conn.listAllDomains():
-                    if d.name().startswith("sysidle-e2e-") and d.isActive():
-                        d.destroy()
-            except libvirt.libvirtError as e:
-                diag("destroy: %s" % e)
-            try:
-                conn.close()
-            except libvirt.libvirtError:
-                pass
-        killed = lv.stop()
-        if killed:
-            diag("killed with SIGKILL: " + ", ".join(killed))
+        teardown(libvirt, lv, conn, helpers, "sysidle-e2e-")
         if started and tap.failures:
             diag("libvirtd log (end):\n" + read(lv.log)[-3000:])
         shutil.rmtree(tmp, ignore_errors=True)

@@ -300,24 +300,11 @@ def main():
     kernel = os.path.abspath(os.path.join(build, "guest-tools", "idle.elf"))
     bridge = os.path.join(build, "sysidle-libvirt")
     consolidate = os.path.join(src, "tools", "sysidle-consolidate")
-    if os.geteuid() != 0:
-        return e2e.skip_all("not root: a private libvirtd with KVM needs "
-                            "root")
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-    except OSError as e:
-        return e2e.skip_all("/dev/kvm is not usable (%s)" % e)
-    for what, path in [("libvirtd", "/usr/sbin/libvirtd"),
-                       ("unshare", shutil.which("unshare")),
-                       ("qemu-system-x86_64",
-                        shutil.which("qemu-system-x86_64")),
-                       ("sysidle-libvirt", bridge), ("idle.elf", kernel)]:
-        if not path or not os.path.exists(path):
-            return e2e.skip_all("%s not installed or built" % what)
-    try:
-        import libvirt
-    except ImportError:
-        return e2e.skip_all("python3-libvirt missing")
+    libvirt, why = e2e.prerequisites(kernel)
+    if libvirt is None:
+        return e2e.skip_all(why)
+    if not os.access(bridge, os.X_OK):
+        return e2e.skip_all("%s not built" % bridge)
     if not os.path.isdir("/sys/kernel/debug/kvm"):
         subprocess.run(["mount", "-t", "debugfs", "none",
                         "/sys/kernel/debug"], capture_output=True)
@@ -358,23 +345,7 @@ def main():
         check(False, "unexpected error: %s" % e, traceback.format_exc())
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for p in helpers:
-            if p.poll() is None:
-                e2e.kill_pid(p.pid, proc=p)
-        if conn is not None:
-            try:
-                for d in conn.listAllDomains():
-                    if d.name().startswith("sysidle-e2e-") and d.isActive():
-                        d.destroy()
-            except libvirt.libvirtError:
-                pass
-            try:
-                conn.close()
-            except libvirt.libvirtError:
-                pass
-        killed = lv.stop()
-        if killed:
-            e2e.diag("killed with SIGKILL: " + ", ".join(killed))
+        e2e.teardown(libvirt, lv, conn, helpers, "sysidle-e2e-")
         shutil.rmtree(tmp, ignore_errors=True)
     return tap.finish()
 

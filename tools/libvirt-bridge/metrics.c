@@ -10,6 +10,7 @@
 #include "bridge.h"
 #include "hook_queue.h"
 #include "metrics.h"
+#include "promtext.h"
 
 static struct {
 	bool dirty, failing;
@@ -37,30 +38,11 @@ void metrics_scan(uint64_t ns, uint64_t interval_ms)
 	m.interval_ms = interval_ms;
 }
 
-/* @s as a label value (backslash, quote, newline escaped). */
-static void put_label(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '"')
-			fputc('\\', f);
-		if (*s == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*s, f);
-	}
-}
-
-static void family(FILE *f, const char *name, const char *type,
-		   const char *help)
-{
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 /* NAME{vm="..",uuid=".."} (the value is the caller's). */
 static void dom_sample(FILE *f, const char *name, const struct tracked *t)
 {
 	fprintf(f, "%s{vm=\"", name);
-	put_label(f, t->name);
+	prom_label(f, t->name);
 	fprintf(f, "\",uuid=\"%s\"} ", t->uuid);
 }
 
@@ -75,7 +57,7 @@ enum dom_value { V_STATE, V_SINCE, V_FULL, V_FULL_SINCE, V_PERIODS };
 static void dom_family(FILE *f, const char *name, const char *type,
 		       const char *help, enum dom_value what)
 {
-	family(f, name, type, help);
+	prom_family(f, name, type, help);
 	for (size_t i = 0; i < ndoms; i++) {
 		const struct tracked *t = doms[i];
 		bool full = t->published == SYSIDLE_FULL_NOTED;
@@ -104,41 +86,41 @@ static void format(FILE *f, bool up)
 	for (size_t i = 0; i < ndoms; i++)
 		watched += doms[i]->watched;
 	hook_queue_counts(&run, &failed, &dropped);
-	family(f, "sysidle_libvirt_up", "gauge", "1 while the bridge runs; "
+	prom_family(f, "sysidle_libvirt_up", "gauge", "1 while the bridge runs; "
 	       "0 in the file it leaves at exit.");
 	fprintf(f, "sysidle_libvirt_up %d\n", up);
-	family(f, "sysidle_libvirt_domains_watched", "gauge",
+	prom_family(f, "sysidle_libvirt_domains_watched", "gauge",
 	       "Domains whose idle state the bridge publishes.");
 	fprintf(f, "sysidle_libvirt_domains_watched %zu\n", up ? watched : 0);
-	family(f, "sysidle_libvirt_scans_total", "counter", "Scans done.");
+	prom_family(f, "sysidle_libvirt_scans_total", "counter", "Scans done.");
 	fprintf(f, "sysidle_libvirt_scans_total %" PRIu64 "\n", m.scans);
-	family(f, "sysidle_libvirt_scan_seconds_total", "counter",
+	prom_family(f, "sysidle_libvirt_scan_seconds_total", "counter",
 	       "Time spent in scans (reading and processing).");
 	fprintf(f, "sysidle_libvirt_scan_seconds_total %" PRIu64 ".%09" PRIu64
 		"\n", m.scan_ns / 1000000000u, m.scan_ns % 1000000000u);
-	family(f, "sysidle_libvirt_last_scan_seconds", "gauge",
+	prom_family(f, "sysidle_libvirt_last_scan_seconds", "gauge",
 	       "How long the last scan took.");
 	fprintf(f, "sysidle_libvirt_last_scan_seconds %" PRIu64 ".%09" PRIu64
 		"\n", m.last_scan_ns / 1000000000u,
 		m.last_scan_ns % 1000000000u);
-	family(f, "sysidle_libvirt_interval_seconds", "gauge",
+	prom_family(f, "sysidle_libvirt_interval_seconds", "gauge",
 	       "The scan interval now (--interval, or longer up to "
 	       "--idle-interval while every domain is fully idle).");
 	fputs("sysidle_libvirt_interval_seconds ", f);
 	put_ms(f, m.interval_ms);
-	family(f, "sysidle_libvirt_errors_total", "counter",
+	prom_family(f, "sysidle_libvirt_errors_total", "counter",
 	       "Failed scans, metadata changes and statistics reads.");
 	fprintf(f, "sysidle_libvirt_errors_total %" PRIu64 "\n", m.errors);
-	family(f, "sysidle_libvirt_hooks_run_total", "counter", "Hooks run.");
+	prom_family(f, "sysidle_libvirt_hooks_run_total", "counter", "Hooks run.");
 	fprintf(f, "sysidle_libvirt_hooks_run_total %" PRIu64 "\n", run);
-	family(f, "sysidle_libvirt_hooks_failed_total", "counter",
+	prom_family(f, "sysidle_libvirt_hooks_failed_total", "counter",
 	       "Hooks that failed (exit status not 0, killed, not started).");
 	fprintf(f, "sysidle_libvirt_hooks_failed_total %" PRIu64 "\n", failed);
-	family(f, "sysidle_libvirt_hooks_dropped_total", "counter",
+	prom_family(f, "sysidle_libvirt_hooks_dropped_total", "counter",
 	       "Hook events never run (coalesced, or the queue was full).");
 	fprintf(f, "sysidle_libvirt_hooks_dropped_total %" PRIu64 "\n",
 		dropped);
-	family(f, "sysidle_libvirt_domain_source", "gauge",
+	prom_family(f, "sysidle_libvirt_domain_source", "gauge",
 	       "Where a watched domain's vCPU state comes from (source: "
 	       "kvm, proc, libvirt, file). Always 1.");
 	for (size_t i = 0; up && i < ndoms; i++) {
@@ -147,7 +129,7 @@ static void format(FILE *f, bool up)
 		if (!t->watched)
 			continue;
 		fprintf(f, "sysidle_libvirt_domain_source{vm=\"");
-		put_label(f, t->name);
+		prom_label(f, t->name);
 		fprintf(f, "\",uuid=\"%s\",source=\"%s\"} 1\n", t->uuid,
 			stats_kind_name(t->host ? host_vm_kind(t->host) :
 					opt.source == STATS_FILE ? STATS_FILE :

@@ -27,38 +27,16 @@
 
 #include "base/file.h"
 #include "export/export.h"
-
-/* @s as a label value: backslash, double quote and newline escaped. */
-static void put_label(FILE *f, const char *s)
-{
-	for (; s && *s; s++) {
-		if (*s == '\\')
-			fputs("\\\\", f);
-		else if (*s == '"')
-			fputs("\\\"", f);
-		else if (*s == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*s, f);
-	}
-}
-
-/* A family's # HELP and # TYPE lines (the help texts are constants with no
- * backslash or newline, so they need no escaping). */
-static void put_family(FILE *f, const char *name, const char *type,
-		       const char *help)
-{
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
+#include "promtext.h"
 
 /* The start of a sample line: NAME{vm="...",uuid="..." (the caller closes
  * the set). @st: a snapshot with its name and uuid set. */
 static void put_sample(FILE *f, const char *name, const struct vm_status *st)
 {
 	fprintf(f, "%s{vm=\"", name);
-	put_label(f, st->name);
+	prom_label(f, st->name);
 	fputs("\",uuid=\"", f);
-	put_label(f, st->uuid);
+	prom_label(f, st->uuid);
 	fputc('"', f);
 }
 
@@ -66,7 +44,7 @@ static void put_sample(FILE *f, const char *name, const struct vm_status *st)
 static void put_vm_ms(FILE *f, const char *name, const char *help,
 		      const struct vm_status *st, uint64_t ms)
 {
-	put_family(f, name, "gauge", help);
+	prom_family(f, name, "gauge", help);
 	put_sample(f, name, st);
 	fprintf(f, "} %" PRIu64 ".%03" PRIu64 "\n", ms / 1000, ms % 1000);
 }
@@ -76,7 +54,7 @@ static void put_vm_u64(FILE *f, const char *name, const char *type,
 		       const char *help, const struct vm_status *st,
 		       uint64_t v)
 {
-	put_family(f, name, type, help);
+	prom_family(f, name, type, help);
 	put_sample(f, name, st);
 	fprintf(f, "} %" PRIu64 "\n", v);
 }
@@ -86,7 +64,7 @@ static void put_vcpus(FILE *f, const char *name, const char *type,
 		      const char *help, const struct vm_status *st,
 		      uint64_t (*field)(const struct vcpu_status *))
 {
-	put_family(f, name, type, help);
+	prom_family(f, name, type, help);
 	for (unsigned int i = 0; i < st->ncpus; i++) {
 		put_sample(f, name, st);
 		fprintf(f, ",vcpu=\"%u\"} %" PRIu64 "\n", st->vcpus[i].id,
@@ -117,7 +95,7 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		   "sysidle_vm_full_idle and sysidle_vm_paused are 0: a VM "
 		   "that is gone is neither).", st, up);
 
-	put_family(f, "sysidle_vm_info", "gauge",
+	prom_family(f, "sysidle_vm_info", "gauge",
 		   "The VM: its name, its uuid (--uuid, or the version-5 uuid "
 		   "of the name: the same name keeps it across runs; on every "
 		   "sample too) and whether --sysidle is on. Always 1.");
@@ -143,7 +121,7 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		  "The time fully idle so far: time() - this.",
 		  st, full_idle ? st->since_unix_ms : 0);
 
-	put_family(f, "sysidle_vm_full_idle_seconds_total", "counter",
+	prom_family(f, "sysidle_vm_full_idle_seconds_total", "counter",
 		   "Seconds the VM has been fully idle in the full-idle periods "
 		   "ended by the last write of this file (at each state change; "
 		   "the last one at exit ends the current period too). The "
