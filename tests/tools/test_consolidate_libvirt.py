@@ -305,6 +305,50 @@ def test_pack(uri):
     r.stop()
 
 
+def test_lease(uri):
+    """A leased state: acted on while its lease runs, undone when it runs
+    out (nothing else changed: the writer on another host, silent); one
+    whose writer ran on this host and is gone is never acted on."""
+    r = Run(uri, interval=0.02)
+    orig = r.pins("web")
+    lease_s = 1.5
+
+    def leased(name, until_ms, host, pid):
+        r.dom(name).setMetadata(
+            libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+            '<state name="FULL_NOTED" num="4" since_unix_ms="%d" '
+            'writer_host="%s" writer_pid="%d" writer_start_ticks="1" '
+            'valid_until_unix_ms="%d"/>' % (int(time.time() * 1000), host,
+                                             pid, until_ms),
+            "sysidle", NS, 0)
+    until_ms = int((time.time() + lease_s) * 1000)
+    leased("web", until_ms, "another-host", 12345)
+    ok = r.until(lambda: r.packed("web"), 2)
+    back = r.until(lambda: r.pins("web") == orig, lease_s + 2)
+    late = time.time() - until_ms / 1000.0
+    check(ok and back and late < 0.5 and
+          r.line(r"state unknown \(urn:sysidle:1 state FULL_NOTED not "
+                 r"trusted: its lease ran out", 1),
+          "a state leased for %.1f s by a writer on another host: packed, "
+          "then restored %.2f s after its lease ran out, nothing else "
+          "changed (--interval 20 ms), saying why" % (lease_s, late),
+          r.text())
+    with open("/proc/sys/kernel/pid_max") as f:
+        nopid = int(f.read()) + 1
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())
+    n0 = len(r.lines)
+    leased("db", int((time.time() + 60) * 1000), host, nopid)
+    r.run_for(0.5)
+    check(not r.packed("db") and
+          r.line(r"db: state unknown .*its writer \(pid %d on this host\) "
+                 r"is gone" % nopid, 1, n0),
+          "a state whose writer on this host is gone (its lease running): "
+          "never acted on, saying why", r.text())
+    r.drop_state("web")
+    r.drop_state("db")
+    r.stop()
+
+
 def test_events(uri):
     r = Run(uri, interval=5.0, events=True)
     if not r.src.callbacks:
@@ -999,7 +1043,8 @@ def main():
         with open(node, "w") as f:
             f.write(NODE % "\n  ".join(DOMAINS))
         uri = "test://" + node
-        for t in [test_pack, test_events, test_suspend, test_suspend_max,
+        for t in [test_pack, test_lease, test_events, test_suspend,
+                  test_suspend_max,
                   test_vanish, test_retry, test_dry, test_reconcile,
                   test_cli]:
             try:
