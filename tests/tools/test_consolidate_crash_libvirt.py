@@ -32,9 +32,7 @@ Exit: 0 passed, 1 a check failed, 77 nothing could run (not root, no
 fewer than 2 CPUs)."""
 import os
 import shutil
-import signal
 import sys
-import tempfile
 import time
 import traceback
 
@@ -171,13 +169,7 @@ def main():
         tap.finish()
         return 1
 
-    def on_term(signum, frame):
-        raise KeyboardInterrupt("signal %d" % signum)
-    signal.signal(signal.SIGTERM, on_term)
-    libvirt.registerErrorHandler(lambda ctx, err: None, None)
-    tmp = tempfile.mkdtemp(prefix="sysidle-crash-")
-    os.chmod(tmp, 0o755)
-    lv = e2e.Libvirtd(tmp)
+    tmp, lv = e2e.prepare(libvirt, "sysidle-crash-")
     conn = None
     t0 = time.monotonic()
     matrix = []
@@ -208,7 +200,6 @@ def main():
     except Exception as e:
         check(False, "unexpected error: %s" % e, traceback.format_exc())
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         e2e.teardown(libvirt, lv, conn, [], "sysidle-crash-")
         shutil.rmtree(tmp, ignore_errors=True)
     crash_loop.print_matrix(matrix, t0)

@@ -344,10 +344,28 @@ def prerequisites(kernel):
     return libvirt, None
 
 
+def _on_term(signum, frame):
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
+def prepare(libvirt, prefix):
+    """(a temporary directory named @prefix..., a Libvirtd in it, not
+    started yet); SIGTERM from now on raises KeyboardInterrupt (the test's
+    cleanup then runs), libvirt's own error printing is quiet (errors are
+    raised anyway)."""
+    signal.signal(signal.SIGTERM, _on_term)
+    libvirt.registerErrorHandler(lambda ctx, err: None, None)
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(tmp, 0o755)
+    return tmp, Libvirtd(tmp)
+
+
 def teardown(libvirt, lv, conn, helpers, prefix):
     """Whatever happened: stop @helpers (daemons started for the test),
     destroy the domains whose names start with @prefix, close @conn, stop
-    @lv; say what had to be killed with SIGKILL."""
+    @lv; say what had to be killed with SIGKILL. A second SIGTERM (a
+    harness's timeout) does not cut it short."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for p in helpers:
         if p.poll() is None:
             kill_pid(p.pid, proc=p)
@@ -427,15 +445,7 @@ def main():
     if libvirt is None:
         return skip_all(why)
 
-    def on_term(signum, frame):
-        raise KeyboardInterrupt("signal %d" % signum)
-    signal.signal(signal.SIGTERM, on_term)
-    # quiet libvirt's default error printing; errors are raised anyway
-    libvirt.registerErrorHandler(lambda ctx, err: None, None)
-
-    tmp = tempfile.mkdtemp(prefix="sysidle-e2e-")
-    os.chmod(tmp, 0o755)
-    lv = Libvirtd(tmp)
+    tmp, lv = prepare(libvirt, "sysidle-e2e-")
     conn = None
     helpers = []
     started = False
@@ -462,8 +472,6 @@ def main():
         check(False, "unexpected error: %s" % e, traceback.format_exc())
         return 1
     finally:
-        # a second SIGTERM (a harness's timeout) must not cut the cleanup
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         teardown(libvirt, lv, conn, helpers, "sysidle-e2e-")
         if started and tap.failures:
             diag("libvirtd log (end):\n" + read(lv.log)[-3000:])

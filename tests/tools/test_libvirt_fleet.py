@@ -34,7 +34,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
@@ -309,13 +308,7 @@ def main():
         subprocess.run(["mount", "-t", "debugfs", "none",
                         "/sys/kernel/debug"], capture_output=True)
 
-    def on_term(signum, frame):
-        raise KeyboardInterrupt("signal %d" % signum)
-    signal.signal(signal.SIGTERM, on_term)
-    libvirt.registerErrorHandler(lambda ctx, err: None, None)
-    tmp = tempfile.mkdtemp(prefix="sysidle-fleet-")
-    os.chmod(tmp, 0o755)
-    lv = e2e.Libvirtd(tmp)
+    tmp, lv = e2e.prepare(libvirt, "sysidle-fleet-")
     conn = None
     helpers = []
     try:
@@ -344,7 +337,6 @@ def main():
     except Exception as e:
         check(False, "unexpected error: %s" % e, traceback.format_exc())
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         e2e.teardown(libvirt, lv, conn, helpers, "sysidle-e2e-")
         shutil.rmtree(tmp, ignore_errors=True)
     return tap.finish()
