@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bridge.h"
 #include "events.h"
@@ -19,11 +20,20 @@ static struct {
  * with the process). */
 static void *events_thread(void *arg)
 {
+	bool said = false;
+
 	(void)arg;
 	pthread_setname_np(pthread_self(), "sysidle-events");
-	for (;;)
-		if (virEventRunDefaultImpl() < 0)
+	for (;;) {
+		if (virEventRunDefaultImpl() == 0)
+			continue;
+		/* Not expected; said once, and no busy loop: the list is
+		 * asked for every EVENTS_RELIST_MS anyway. */
+		if (!said)
 			warn("libvirt's event loop: %s", lv_error());
+		said = true;
+		sleep(1);
+	}
 	return NULL;
 }
 
