@@ -46,20 +46,20 @@ static bool is_journal(FILE *f)
 	       st.st_ino == ino;
 }
 
+/* Whether stdout and stderr are the journal: set once by main() before
+ * any other thread starts, read only after. */
+static bool journal_out, journal_err;
+
 /* One log line on @f: "TIME LEVEL message", or "<PRIO>message" for the
- * journal (which stamps it itself). */
+ * journal (which stamps it itself). Any thread. */
 static void log_line(FILE *f, int prio, const char *level, const char *fmt,
 		     va_list ap)
 {
-	static int journal[2] = { -1, -1 };
-	int *j = &journal[f == stderr];
 	struct timespec ts;
 	struct tm tm;
 	char when[32];
 
-	if (*j < 0)
-		*j = is_journal(f);
-	if (*j) {
+	if (f == stderr ? journal_err : journal_out) {
 		fprintf(f, "<%d>", prio);
 	} else {
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -327,6 +327,8 @@ int main(int argc, char **argv)
 	char err[256];
 	int status;
 
+	journal_out = is_journal(stdout);
+	journal_err = is_journal(stderr);
 	if (parse_options(argc, argv) < 0)
 		return EXIT_USAGE;
 	lease_init();
