@@ -768,6 +768,30 @@ def test_once(tmp):
           "back", out)
 
 
+def test_journal(tmp):
+    """stderr the journal (JOURNAL_STREAM names its device and inode):
+    "<4>message", no time (the journal stamps it)."""
+    node = os.path.join(tmp, "node.xml")
+    stats = os.path.join(tmp, "journal.stats")
+    write_stats(stats, main_scans(3))
+    err = os.path.join(tmp, "journal.err")
+    with open(err, "w") as f:
+        st = os.fstat(f.fileno())
+        env = dict(os.environ, JOURNAL_STREAM="%d:%d" % (st.st_dev,
+                                                          st.st_ino))
+        rc = subprocess.run([BRIDGE, "--libvirt", "test://" + node,
+                             "--stats-file", stats, "--once"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=f,
+                            timeout=60).returncode
+    with open(err) as f:
+        lines = f.read().splitlines()
+    check(rc == 0 and lines and all(l.startswith("<4>") and
+                                    not LOG_PREFIX.match(l[3:])
+                                    for l in lines),
+          "stderr the journal (JOURNAL_STREAM): '<4>message' lines, no "
+          "time of its own", lines)
+
+
 def test_errors(tmp):
     node = os.path.join(tmp, "node.xml")
     for args, what in [(["--interval", "0"], "--interval 0"),
@@ -910,6 +934,7 @@ def main():
         test_errors(tmp)
         test_stop_reading(tmp)
         test_once(tmp)
+        test_journal(tmp)
         test_main(tmp)
         test_coalesce(tmp)
         test_metrics_lease(tmp)
