@@ -792,6 +792,28 @@ def test_journal(tmp):
           "time of its own", lines)
 
 
+def test_event_loop(tmp):
+    """No --stats-file: the domain list through libvirt's lifecycle events
+    (the event loop on a thread of its own), scanned for 1.5 s, then
+    SIGTERM: exit 0, the loop thread stopped (under ThreadSanitizer: no
+    report)."""
+    node = os.path.join(tmp, "node.xml")
+    b = Bridge(tmp, "events", ["--libvirt", "test://" + node, "--interval",
+                               "50", "--source", "proc"])
+    ready = poll_until(lambda: any(t[1] == "sysidle-events"
+                                   for t in tasks(b.p.pid)), 10)
+    time.sleep(1.5)     # a run of scans (what is checked is the end)
+    t0 = time.monotonic()
+    b.p.send_signal(signal.SIGTERM)
+    rc = b.wait(10)
+    err = b.text("err")
+    check(ready and rc == 0 and time.monotonic() - t0 < 2 and
+          "ThreadSanitizer" not in err and "signal 15: stopping" in b.text(),
+          "without --stats-file: libvirt's event loop on its own thread "
+          "(sysidle-events); SIGTERM: exit 0, no sanitizer report",
+          "ready %s exit %s\n%s" % (ready, rc, err[-3000:]))
+
+
 def test_errors(tmp):
     node = os.path.join(tmp, "node.xml")
     for args, what in [(["--interval", "0"], "--interval 0"),
@@ -935,6 +957,7 @@ def main():
         test_stop_reading(tmp)
         test_once(tmp)
         test_journal(tmp)
+        test_event_loop(tmp)
         test_main(tmp)
         test_coalesce(tmp)
         test_metrics_lease(tmp)

@@ -10,21 +10,23 @@
 
 static struct {
 	bool loop;               /* the event loop thread runs */
+	pthread_t thread;
+	atomic_bool quit;        /* events_stop(): the thread ends */
 	int callback;            /* the lifecycle callback's id, -1: none */
 	bool failed_said;
 	uint64_t listed_ns;      /* when the list was last asked for */
 	atomic_bool stale;       /* an event came; set by the loop thread */
 } ev = { .callback = -1 };
 
-/* The loop thread: libvirt's default implementation, for ever (it ends
- * with the process). */
+/* The loop thread: libvirt's default implementation, until events_stop. */
 static void *events_thread(void *arg)
 {
 	bool said = false;
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "sysidle-events");
-	for (;;) {
+	/* Pairs with the release store in events_stop(). */
+	while (!atomic_load_explicit(&ev.quit, memory_order_acquire)) {
 		if (virEventRunDefaultImpl() == 0)
 			continue;
 		/* Not expected; said once, and no busy loop: the list is
@@ -39,17 +41,35 @@ static void *events_thread(void *arg)
 
 int events_start(void)
 {
-	pthread_t t;
-
 	if (virEventRegisterDefaultImpl() < 0 ||
-	    pthread_create(&t, NULL, events_thread, NULL) != 0) {
+	    pthread_create(&ev.thread, NULL, events_thread, NULL) != 0) {
 		warn("cannot run libvirt's event loop: the domain list is asked "
 		     "for at every scan");
 		return -1;
 	}
-	pthread_detach(t);
 	ev.loop = true;
 	return 0;
+}
+
+/* The loop thread: a timeout that only ends the loop's current wait. */
+static void wake_loop(int timer, void *opaque)
+{
+	(void)opaque;
+	virEventRemoveTimeout(timer);
+}
+
+void events_stop(void)
+{
+	if (!ev.loop)
+		return;
+	/* Pairs with the acquire load in events_thread(). */
+	atomic_store_explicit(&ev.quit, true, memory_order_release);
+	if (virEventAddTimeout(0, wake_loop, NULL, NULL) < 0)
+		warn("libvirt's event loop: cannot wake it to stop: %s",
+		     lv_error());
+	else
+		pthread_join(ev.thread, NULL);
+	ev.loop = false;
 }
 
 /* The loop thread: any lifecycle change (started, stopped, suspended,

@@ -316,6 +316,9 @@ static int run(struct stats_file *sf)
 	}
 	ndoms = 0;
 	metrics_write(true);
+	if (conn)
+		events_unwatch(conn);
+	events_stop();
 	disconnect(&conn);
 	return status;
 }
