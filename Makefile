@@ -89,6 +89,8 @@ bench: build
 	python3 bench/idle-cost.py --build $(BUILD)
 	python3 bench/latency.py --build $(BUILD)
 	python3 bench/consolidate.py --build $(BUILD)
+	python3 bench/bridge-cost.py --build $(BUILD)
+	python3 bench/libvirt-wakeups.py --build $(BUILD)
 
 soak: build
 	python3 tools/soak.py --build $(BUILD) $(SOAK_OPTS)
