@@ -27,6 +27,7 @@ usage: libvirt-wakeups.py [--build DIR] [--old-bridge PATH] [--repeat N]
                           [--window S] [--settle S]"""
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -106,6 +107,7 @@ def main():
                       flush=True)
     finally:
         e2e.teardown(libvirt, lv, conn, helpers, "sysidle-bench-")
+        shutil.rmtree(tmp, ignore_errors=True)
     print("\nan idle QEMU/KVM domain (2 vCPUs, no tick) watched by "
           "sysidle-libvirt; median [min..max] of %d repeats of %g s; load "
           "average %.2f %.2f %.2f" % ((a.repeat, a.window) +
