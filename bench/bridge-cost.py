@@ -39,6 +39,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "tests"))
+from procfs import thread_usage  # noqa: E402
+
 
 def node_xml(path, n):
     out = ["<?xml version='1.0'?>", "<node>",
@@ -74,22 +78,6 @@ def read(path):
         return ""
 
 
-def usage(pid):
-    """(CPU ns, context switches) of all of @pid's threads."""
-    ns = sw = 0
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return None
-    for tid in tids:
-        f = read("/proc/%d/task/%s/schedstat" % (pid, tid)).split()
-        ns += int(f[0]) if f else 0
-        for line in read("/proc/%d/task/%s/status" % (pid, tid)).splitlines():
-            if "ctxt_switches:" in line:
-                sw += int(line.split()[1])
-    return ns, sw
-
-
 def run_one(binary, extra, node, stats, window, settle, tmp):
     out = os.path.join(tmp, "bridge.out")
     with open(out, "w") as f:
@@ -102,9 +90,9 @@ def run_one(binary, extra, node, stats, window, settle, tmp):
         if p.poll() is not None:
             raise RuntimeError("%s exited %s:\n%s" % (binary, p.returncode,
                                                       read(out)[-2000:]))
-        a, t0 = usage(p.pid), time.monotonic()
+        a, t0 = thread_usage(p.pid), time.monotonic()
         time.sleep(window)      # the measurement window itself
-        b, t1 = usage(p.pid), time.monotonic()
+        b, t1 = thread_usage(p.pid), time.monotonic()
         if a is None or b is None or p.poll() is not None:
             raise RuntimeError("%s ended during the window:\n%s" %
                                (binary, read(out)[-2000:]))

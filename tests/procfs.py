@@ -31,6 +31,31 @@ def tasks(pid):
     return out
 
 
+def thread_usage(pid, tids=None):
+    """(CPU time in ns, context switches voluntary + involuntary) summed
+    over the threads @tids of @pid (None: all it has now), from
+    /proc/PID/task/TID/schedstat and status; a thread gone meanwhile
+    counts 0. None when @pid is gone."""
+    if tids is None:
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            return None
+    ns = switches = 0
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        try:
+            with open(base + "schedstat") as f:
+                ns += int(f.read().split()[0])
+            with open(base + "status") as f:
+                for line in f:
+                    if "ctxt_switches:" in line:
+                        switches += int(line.split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return ns, switches
+
+
 def parse_cpus(text):
     """A kernel CPU list ("0-2,5") as a set."""
     cpus = set()

@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import test_libvirt_e2e as e2e  # noqa: E402  (its private libvirtd)
 import tap  # noqa: E402
 import urnschema  # noqa: E402
+from procfs import thread_usage  # noqa: E402
 from tap import check  # noqa: E402
 
 NS = e2e.NS
@@ -59,37 +60,12 @@ with open(%(record)r, "a") as f:
 """
 
 
-def read(path):
-    return e2e.read(path)
-
-
 def vcpu_tids(pid):
     out = []
     for tid in os.listdir("/proc/%d/task" % pid):
-        if "/KVM" in read("/proc/%d/task/%s/comm" % (pid, tid)):
+        if "/KVM" in e2e.read("/proc/%d/task/%s/comm" % (pid, tid)):
             out.append(int(tid))
     return sorted(out)
-
-
-def switches(pid, tids):
-    """Context switches (voluntary + involuntary) of @pid's threads
-    @tids (None: all)."""
-    n = 0
-    for tid in tids if tids is not None else \
-            [int(t) for t in os.listdir("/proc/%d/task" % pid)]:
-        for line in read("/proc/%d/task/%d/status" % (pid, tid)).splitlines():
-            if line.endswith("ctxt_switches:") or "ctxt_switches:" in line:
-                n += int(line.split()[1])
-    return n
-
-
-def cpu_s(pid):
-    """CPU time of all of @pid's threads (schedstat: nanoseconds)."""
-    ns = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        f = read("/proc/%d/task/%s/schedstat" % (pid, tid)).split()
-        ns += int(f[0]) if f else 0
-    return ns / 1e9
 
 
 def qemu_pid(lv, name):
@@ -100,17 +76,16 @@ def qemu_pid(lv, name):
 def window(qpid, tids, bridge_pid=None):
     """(vCPU wake-ups/s per vCPU, bridge wake-ups/s, bridge CPU ms/s) over
     WINDOW_S."""
-    v0 = switches(qpid, tids)
-    b0 = switches(bridge_pid, None) if bridge_pid else 0
-    c0 = cpu_s(bridge_pid) if bridge_pid else 0
+    v0 = thread_usage(qpid, tids)[1]
+    b0 = thread_usage(bridge_pid) if bridge_pid else None
     t0 = time.monotonic()
     time.sleep(WINDOW_S)    # the measurement window itself
     dt = time.monotonic() - t0
-    v = (switches(qpid, tids) - v0) / dt / len(tids)
+    v = (thread_usage(qpid, tids)[1] - v0) / dt / len(tids)
     if not bridge_pid:
         return v, None, None
-    return (v, (switches(bridge_pid, None) - b0) / dt,
-            (cpu_s(bridge_pid) - c0) * 1000 / dt)
+    b1 = thread_usage(bridge_pid)
+    return v, (b1[1] - b0[1]) / dt, (b1[0] - b0[0]) / 1e6 / dt
 
 
 def metadata(libvirt, dom):
@@ -153,7 +128,7 @@ def test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers):
             "FULL_NOTED" in (metadata(libvirt, dom) or ""), SETTLE_S, 0.1)
         if b.poll() is not None or not noted:
             check(False, "--source %s: the bridge reaches FULL_NOTED" %
-                  source, read(log))
+                  source, e2e.read(log))
             stop(b)
             continue
         v, bw, bcpu = window(qpid, tids, b.pid)
@@ -167,11 +142,11 @@ def test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers):
                 (source, v, base, added, bw, bcpu))
         if source == "libvirt":
             check(added > MAX_ADDED, line + ": libvirt's statistics wake "
-                  "the vCPUs, and the measurement sees it", read(log))
+                  "the vCPUs, and the measurement sees it", e2e.read(log))
         else:
             check(added <= MAX_ADDED and
-                  ("source %s (process %d" % (source, qpid)) in read(log),
-                  line + ": at most %g added" % MAX_ADDED, read(log))
+                  ("source %s (process %d" % (source, qpid)) in e2e.read(log),
+                  line + ": at most %g added" % MAX_ADDED, e2e.read(log))
         if "schema" not in result:
             result["schema"] = True
             bad = urnschema.validate(xml or "")
@@ -211,7 +186,7 @@ def test_sigkill(libvirt, lv, conn, dom, bridge, consolidate, tmp, helpers):
     packed = e2e.poll_until(lambda: pins() == [[idle]] * 2, SETTLE_S, 0.1)
     if not check(packed, "the consolidator packs the domain on the "
                  "bridge's FULL_NOTED (vCPUs on CPU %d)" % idle,
-                 read(blog) + read(clog)):
+                 e2e.read(blog) + e2e.read(clog)):
         stop(c)
         stop(b)
         return
@@ -220,15 +195,15 @@ def test_sigkill(libvirt, lv, conn, dom, bridge, consolidate, tmp, helpers):
     t0 = time.monotonic()
     back = e2e.poll_until(lambda: pins() == before, LEASE_S + 5, 0.05)
     dt = time.monotonic() - t0
-    check(back and dt <= LEASE_S and "not trusted" in read(clog),
+    check(back and dt <= LEASE_S and "not trusted" in e2e.read(clog),
           "bridge SIGKILLed: the consolidator stops acting on its state "
           "and restores the pinning %.2f s later (--lease %d), saying why" %
-          (dt, LEASE_S), read(clog)[-3000:])
+          (dt, LEASE_S), e2e.read(clog)[-3000:])
     xml = metadata(libvirt, dom)
     e2e.diag("the dead bridge's metadata, left on the domain: %s" % xml)
     rc = stop(c)
     check(rc == 0 and pins() == before, "the consolidator's SIGTERM: exit "
-          "0, the pinning as before", read(clog)[-2000:])
+          "0, the pinning as before", e2e.read(clog)[-2000:])
     try:
         dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, None, None,
                         NS, live)
@@ -273,7 +248,7 @@ def test_hooks(libvirt, lv, dom, name, bridge, tmp, helpers):
     check(rc == 0 and first[-1:] == ["unwatched end -"] and
           not any(e.startswith("stopped") for e in first),
           "bridge SIGTERM with the domain running: unwatched end, no "
-          "stopped (%s)" % ", ".join(first), read(os.path.join(
+          "stopped (%s)" % ", ".join(first), e2e.read(os.path.join(
               tmp, "bridge-hooks1.log")))
     n = len(first)
     b = start(args, os.path.join(tmp, "bridge-hooks2.log"), helpers)
@@ -316,16 +291,16 @@ def main():
         c = lv.connect(libvirt)
         if c is None or c == "exited":
             print("1..0 # SKIP libvirtd did not start")
-            e2e.diag(read(lv.log)[-3000:])
+            e2e.diag(e2e.read(lv.log)[-3000:])
             return 77
         conn = c
         name = "sysidle-e2e-fleet-%d" % os.getpid()
         serial = os.path.join(tmp, "serial.log")
         dom = conn.createXML(e2e.domain_xml(name, kernel, serial, 2), 0)
-        up = e2e.poll_until(lambda: "idle: 2 cpus up" in read(serial),
+        up = e2e.poll_until(lambda: "idle: 2 cpus up" in e2e.read(serial),
                             e2e.BOOT_TIMEOUT_S, 0.2)
         if not check(bool(up), "domain %s boots idle.elf hz=0 on 2 vCPUs" %
-                     name, read(serial) + lv.domain_log(name)):
+                     name, e2e.read(serial) + lv.domain_log(name)):
             return 1
         time.sleep(1)       # the guest's own start-up work settles
         test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers)
