@@ -166,11 +166,12 @@ static void hooks_change(struct tracked *t, enum sysidle_state from,
 			 uint64_t full_idle_ms)
 {
 	struct hook_domain hd = hook_dom(t);
-	struct sysidle_doc doc = doc_of(t, t->published, t->since_unix_ms);
+	struct sysidle_doc doc;
 
 	if (opt.once || !hook_queue_active() ||
 	    (from == SYSIDLE_FULL_NOTED) == (t->published == SYSIDLE_FULL_NOTED))
 		return;
+	doc = doc_of(t, t->published, t->since_unix_ms);
 	publish_hooks_change(&hd, from, &doc, full_idle_ms, hook_xml(t));
 }
 
@@ -180,11 +181,12 @@ static void hooks_change(struct tracked *t, enum sysidle_state from,
 void unwatch(struct tracked *t, const char *why, bool gone)
 {
 	struct hook_domain hd = hook_dom(t);
-	struct sysidle_doc doc = doc_of(t, SYSIDLE_NOT, unix_ms());
+	struct sysidle_doc doc;
 	const char *xml;
 
 	if (!t->watched || opt.once)
 		return;
+	doc = doc_of(t, SYSIDLE_NOT, unix_ms());
 	xml = !hook_queue_active() ? NULL : gone ? t->xml : hook_xml(t);
 	if (t->published == SYSIDLE_FULL_NOTED)
 		publish_hooks_change(&hd, SYSIDLE_FULL_NOTED, &doc,
