@@ -15,6 +15,10 @@
  *     "pingpong: lapicwait: ticks=N hz=H cpus=C elapsed=T us expected=X us",
  *     fails when the ticks came faster than the programmed rate.
  *
+ *   mode=ipi and mode=timer print the min/median/max line, then
+ *     "pingpong: MODE: p50=.. p99=.. ns" and "pingpong: MODE: samples=a,b,..
+ *     ns" (every sample, in round order) for bench/vmm-rtt.py.
+ *
  * Wake-up latencies for bench/latency.py (a long delay_us= so that the VM
  * can reach full idle in between under vmm --sysidle); rounds= as above,
  * hz=H (default 0) starts the pv tick on CPU 0 first (ignored where there
@@ -204,21 +208,33 @@ static void h_echo(struct irq_frame *f)
 	echo_bytes += n;
 }
 
-static void print_wake_stats(const char *mode, u32 n)
+/* "pingpong: MODE: samples=a,b,.. ns": every sample, in round order. */
+static void print_samples(const char *mode, u32 n)
 {
-	char label[32];
-	u32 p99;
-
 	printf("pingpong: %s: samples=", mode);
 	for (u32 i = 0; i < n; i++)
 		printf("%s%llu", i ? "," : "", (unsigned long long)tsc_to_ns(order[i]));
 	printf(" ns\n");
-	snprintf(label, sizeof(label), "pingpong: %s", mode);
-	stats_print(label, samples, n); /* sorts samples */
-	p99 = (99 * n + 99) / 100; /* nearest rank: ceil(0.99 n) */
+}
+
+/* "pingpong: MODE: p50=.. p99=.. ns" from samples, sorted already. */
+static void print_percentiles(const char *mode, u32 n)
+{
+	u32 p99 = (99 * n + 99) / 100; /* nearest rank: ceil(0.99 n) */
+
 	printf("pingpong: %s: p50=%llu p99=%llu ns\n", mode,
 	       (unsigned long long)tsc_to_ns(samples[n / 2]),
 	       (unsigned long long)tsc_to_ns(samples[p99 ? p99 - 1 : 0]));
+}
+
+static void print_wake_stats(const char *mode, u32 n)
+{
+	char label[32];
+
+	print_samples(mode, n);
+	snprintf(label, sizeof(label), "pingpong: %s", mode);
+	stats_print(label, samples, n); /* sorts samples */
+	print_percentiles(mode, n);
 }
 
 static __attribute__((noreturn)) void wake_modes(const char *mode, u32 rounds)
@@ -344,12 +360,16 @@ void guest_main(void)
 			if (!halt_until(&pongs, h + 1))
 				break;
 		}
-		samples[n++] = t_handler - t0;
+		samples[n] = t_handler - t0;
+		order[n] = samples[n];
+		n++;
 	}
 	if (n < rounds) {
 		printf("FAIL - pingpong: round %u got no answer within 1 s\n", n);
 		guest_exit(EXIT_FAIL);
 	}
-	stats_print(timer ? "pingpong: timer" : "pingpong: ipi", samples, n);
+	stats_print(timer ? "pingpong: timer" : "pingpong: ipi", samples, n); /* sorts */
+	print_percentiles(timer ? "timer" : "ipi", n);
+	print_samples(timer ? "timer" : "ipi", n);
 	guest_exit(EXIT_OK);
 }
