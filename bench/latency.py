@@ -14,14 +14,20 @@ detection  how long the VMM takes to notice a fully idle guest: idle.elf
            medians, the largest p99, max of the maxima.
 
 wake       the same wake-up path with and without --sysidle, interleaved
-           (the order alternates with each repetition), --repeat runs each,
-           in three setups: vmm (no --sysidle, the guest's pv tick at --hz),
-           vmm-quiet (no --sysidle, the guest's tick off: no host activity
-           between wake-ups, as under --sysidle; separates what an idle host
-           costs to wake from what --sysidle's own wake path adds) and
-           vmm-sysidle;
-           pingpong.elf on 2 vCPUs, hz=--hz pv tick on CPU 0, a long enough
-           gap (--delay-us) for the VM to reach FULL_NOTED before each wake:
+           (the order alternates with each repetition), --repeat runs each
+           (3), in the setups chosen with --setups: vmm (no --sysidle, the
+           guest's pv tick at --hz), vmm-quiet (no --sysidle, the guest's
+           tick off: no host activity between wake-ups, as under --sysidle;
+           separates what an idle host costs to wake from what --sysidle's
+           own wake path adds) and vmm-sysidle; plus any --setup NAME=ARGS
+           (this VMM with ARGS; with --sysidle among them it is counted
+           "from full" too) and, with --baseline, another VMM binary as base
+           and base-sysidle;
+           pingpong.elf on 2 vCPUs, hz=--hz pv tick on CPU 0, --rounds
+           wake-ups (1000) after a gap (--delay-us, 10000) long enough for
+           the VM to reach FULL_NOTED before each wake (on 2 vCPUs with the
+           library's defaults every wake-up left FULL_NOTED from 5000 us up,
+           not all below: the detection waits for a 250 Hz timekeeper tick):
              timer  CPU 0's one-shot LAPIC timer (TSC-deadline), guest-timed:
                     handler TSC - deadline TSC              (mode=sleep)
              ipi    CPU 1 woken by its own timer IPIs the halted CPU 0,
@@ -30,12 +36,18 @@ wake       the same wake-up path with and without --sysidle, interleaved
                     serial interrupt handler, host-timed round trip: write
                     -> the echo read from stdout                 (mode=echo)
            The guest prints every sample; p50 and p99 (nearest rank) are
-           taken over all samples of a setup from all its runs (pooled, not
-           a median of per-run figures), and the ratio is sysidle / plain.
+           taken over all samples of a setup from all its runs (pooled),
+           and also per run (median [min..max] over the runs); the ratios
+           are to --ratio-to (vmm) and to vmm-quiet, at p50 and p99.
            "from full" counts the --sysidle wake-ups that actually left
            FULL_NOTED (from --sysidle-log), to show the path measured is the
-           one from full idle.
+           one from full idle. The CPU a setup burnt is the VMM process's
+           user + sys time (all threads, its rusage, boot included), per
+           wake-up and per second of wall time. --load N runs N busy loops
+           for the whole wake part (a loaded host: what the scheduler does
+           to p99), killed at the end whatever happens.
 
+The load average is printed at the start and at the end.
 Every VMM run is bounded by --timeout: on expiry its process group is
 killed with SIGKILL (by its PID) and the run is reported as hung, never
 dropped. Output: a table, or with --json one JSON object per row.
@@ -47,6 +59,7 @@ import json
 import os
 import re
 import select
+import shlex
 import signal
 import statistics
 import subprocess
@@ -57,6 +70,8 @@ import time
 SAMPLES = re.compile(r"pingpong: (sleep|ipiwake): samples=([0-9,]+) ns")
 PATHS = (("timer", "sleep"), ("serial", "echo"), ("ipi", "ipiwake"))
 SETUPS = ("vmm", "vmm-quiet", "vmm-sysidle")
+DEFAULT_ROUNDS = 1000
+DEFAULT_DELAY_US = 10000
 
 
 LIVE = set()  # Runs whose process may still be running
@@ -71,9 +86,12 @@ class Run:
                                   stderr=subprocess.PIPE,
                                   start_new_session=True)
         LIVE.add(self)
-        self.deadline = time.monotonic() + timeout
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + timeout
         self.out = b""
         self.hung = False
+        self.cpu_s = 0.0  # user + sys of the process, all its threads
+        self.wall_s = 0.0
 
     def left(self):
         return self.deadline - time.monotonic()
@@ -110,21 +128,47 @@ class Run:
 
     def finish(self):
         """Wait for the exit within the deadline (else SIGKILL: hung);
-        returns (exit status or None, stdout, stderr)."""
-        try:
-            out, err = self.p.communicate(timeout=max(self.left(), 0.01))
-        except subprocess.TimeoutExpired:
-            self.hung = True
+        returns (exit status or None, stdout, stderr). The output is read
+        here, not with communicate(), so that the process is reaped by
+        wait4 and its rusage is the CPU time the run burnt."""
+        self.p.stdin.close()
+        err = b""
+        fds = {self.p.stdout.fileno(): "out", self.p.stderr.fileno(): "err"}
+        while fds:
+            left = self.left()
+            if left <= 0 and not self.hung:
+                self.hung = True
+                try:
+                    os.killpg(self.p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            r, _, _ = select.select(list(fds), [], [],
+                                    max(left, 0.01) if not self.hung else 5)
+            if not r and self.hung:
+                break  # killed, and still no EOF: give up on the output
+            for fd in r:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    del fds[fd]
+                elif fds[fd] == "out":
+                    self.out += chunk
+                else:
+                    err += chunk
+        if self.hung:
             try:
                 os.killpg(self.p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            out, err = self.p.communicate()
-        self.out += out or b""
+        _, status, ru = os.wait4(self.p.pid, 0)
+        self.p.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu_s = ru.ru_utime + ru.ru_stime
+        self.wall_s = time.monotonic() - self.t0
+        self.p.stdout.close()
+        self.p.stderr.close()
         LIVE.discard(self)
         return (None if self.hung else self.p.returncode,
                 self.out.decode(errors="replace"),
-                (err or b"").decode(errors="replace"))
+                err.decode(errors="replace"))
 
 
 def failure(rc, out, err):
@@ -222,12 +266,65 @@ def detection(a, tmp):
 
 # ---- wake-up latency ------------------------------------------------------
 
+class Setup:
+    """A VMM binary with extra arguments; sysidle: --sysidle is among them
+    (then --sysidle-log is added, for "from full"); hz: the guest's tick."""
+
+    def __init__(self, name, binary, extra, hz):
+        self.name, self.binary, self.extra, self.hz = name, binary, extra, hz
+        self.sysidle = "--sysidle" in extra
+
+
+def parse_setup(spec):
+    """NAME=ARGS -> (NAME, [args]); ValueError when malformed."""
+    name, eq, rest = spec.partition("=")
+    name = name.strip()
+    if not eq or not name or any(c.isspace() for c in name):
+        raise ValueError(f"--setup {spec!r}: expected NAME=ARGS")
+    return name, shlex.split(rest)
+
+
+def vmm_binary(path):
+    """A VMM binary, or a build directory holding one."""
+    return os.path.join(path, "vmm") if os.path.isdir(path) else path
+
+
+def wake_setups(a):
+    """The wake part's setups, in run order; exits on a bad choice."""
+    default = {"vmm": Setup("vmm", a.vmm, [], a.hz),
+               "vmm-quiet": Setup("vmm-quiet", a.vmm, [], 0),
+               "vmm-sysidle": Setup("vmm-sysidle", a.vmm, ["--sysidle"],
+                                    a.hz)}
+    out = []
+    for name in a.setups:
+        if name not in default:
+            sys.exit(f"latency: --setups: unknown setup {name!r} "
+                     f"(known: {', '.join(SETUPS)})")
+        if name == "vmm-quiet" and not a.hz:
+            continue  # the same as vmm with --hz 0
+        out.append(default[name])
+    if a.baseline:
+        old = vmm_binary(a.baseline)
+        if not os.access(old, os.X_OK):
+            sys.exit(f"latency: --baseline {a.baseline}: no VMM there")
+        out += [Setup("base", old, [], a.hz),
+                Setup("base-sysidle", old, ["--sysidle"], a.hz)]
+    out += [Setup(name, a.vmm, extra, a.hz) for name, extra in a.setup]
+    names = [s.name for s in out]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        sys.exit(f"latency: setup names used twice: {', '.join(sorted(dup))}")
+    if not out:
+        sys.exit("latency: no wake setup to run")
+    return out
+
+
 def wake_cmd(a, setup, mode, log):
-    cmd = [a.vmm, "--cpus", "2", "--mem", a.mem]
-    if setup == "vmm-sysidle":
-        cmd += ["--sysidle", "--sysidle-log", log]
-    hz = 0 if setup == "vmm-quiet" else a.hz
-    app = f"mode={mode} rounds={a.rounds} delay_us={a.delay_us} hz={hz}"
+    cmd = [setup.binary, "--cpus", "2", "--mem", a.mem] + setup.extra
+    if setup.sysidle:
+        cmd += ["--sysidle-log", log]
+    app = (f"mode={mode} rounds={a.rounds} delay_us={a.delay_us} "
+           f"hz={setup.hz}")
     return cmd + ["--append", app, a.pingpong_elf]
 
 
@@ -235,11 +332,11 @@ def guest_timed(a, cmd):
     r = Run(cmd, a.timeout)
     rc, out, err = r.finish()
     if r.hung:
-        return None, "hung"
+        return None, "hung", r
     m = SAMPLES.search(out)
     if rc != 0 or not m:
-        return None, failure(rc, out, err)
-    return [int(x) for x in m.group(2).split(",")], "ok"
+        return None, failure(rc, out, err), r
+    return [int(x) for x in m.group(2).split(",")], "ok", r
 
 
 def echo_timed(a, cmd):
@@ -260,54 +357,78 @@ def echo_timed(a, cmd):
             r.read_until(b"echo: rounds=")
     rc, out, err = r.finish()
     if r.hung:
-        return None, "hung"
+        return None, "hung", r
     if rc != 0 or len(samples) != a.rounds:
-        return None, failure(rc, out, err)
-    return samples, "ok"
+        return None, failure(rc, out, err), r
+    return samples, "ok", r
+
+
+def spread(vals):
+    """{median, min, max} of per-run figures, or Nones."""
+    if not vals:
+        return {"median": None, "min": None, "max": None}
+    return {"median": statistics.median(vals), "min": min(vals),
+            "max": max(vals)}
 
 
 def wake(a, tmp):
     runs = {}
-    setups = SETUPS if a.hz else ("vmm", "vmm-sysidle")
+    setups = wake_setups(a)
     for rep in range(a.repeat):
         for path, mode in PATHS:
             order = setups if rep % 2 == 0 else setups[::-1]
-            for setup in order:
-                log = os.path.join(tmp, f"wake-{mode}-{rep}.log")
+            for i, setup in enumerate(order):
+                log = os.path.join(tmp, f"wake-{mode}-{rep}-{i}.log")
                 if os.path.exists(log):
                     os.unlink(log)
                 cmd = wake_cmd(a, setup, mode, log)
                 if mode == "echo":
-                    s, note = echo_timed(a, cmd)
+                    s, note, r = echo_timed(a, cmd)
                 else:
-                    s, note = guest_timed(a, cmd)
-                full = count_from_full(log) if setup == "vmm-sysidle" else None
-                runs.setdefault((path, setup), []).append((s, note, full))
+                    s, note, r = guest_timed(a, cmd)
+                full = count_from_full(log) if setup.sysidle else None
+                runs.setdefault((path, setup.name), []).append(
+                    (s, note, full, r.cpu_s, r.wall_s))
                 med = statistics.median(s) if s else None
-                print(f"# wake run {rep + 1}/{a.repeat} {path:6s} {setup:11s} "
-                      f"{note:4s} median={med} ns"
+                print(f"# wake run {rep + 1}/{a.repeat} {path:6s} "
+                      f"{setup.name:11s} {note:4s} median={med} ns "
+                      f"cpu={r.cpu_s:.2f} s wall={r.wall_s:.1f} s"
                       + (f" from_full={full}" if full is not None else ""),
                       file=sys.stderr, flush=True)
     rows = []
     for path, _ in PATHS:
         for setup in setups:
-            rs = runs.get((path, setup), [])
-            allv = sorted(v for s, _, _ in rs if s for v in s)
-            full = [f for s, _, f in rs if s and f is not None]
-            rows.append({"part": "wake", "path": path, "setup": setup,
-                         "runs": len(rs), "ok": sum(1 for s, _, _ in rs if s),
-                         "hung": sum(1 for _, n, _ in rs if n == "hung"),
-                         "failures": [n for s, n, _ in rs if not s],
+            rs = runs.get((path, setup.name), [])
+            good = [x for x in rs if x[0]]
+            allv = sorted(v for x in good for v in x[0])
+            per_run = [sorted(x[0]) for x in good]
+            full = [x[2] for x in good if x[2] is not None]
+            cpu = sum(x[3] for x in good)
+            wall = sum(x[4] for x in good)
+            rows.append({"part": "wake", "path": path, "setup": setup.name,
+                         "args": setup.extra, "hz": setup.hz,
+                         "runs": len(rs), "ok": len(good),
+                         "hung": sum(1 for x in rs if x[1] == "hung"),
+                         "failures": [x[1] for x in rs if not x[0]],
                          "samples": len(allv),
                          "from_full": sum(full) if full else None,
                          "timed_by": "host" if path == "serial" else "guest",
                          "min_ns": allv[0] if allv else None,
                          "p50_ns": pct(allv, 50), "p99_ns": pct(allv, 99),
-                         "max_ns": allv[-1] if allv else None})
+                         "max_ns": allv[-1] if allv else None,
+                         "run_p50_ns": spread([pct(v, 50) for v in per_run]),
+                         "run_p99_ns": spread([pct(v, 99) for v in per_run]),
+                         "cpu_s": round(cpu, 3), "wall_s": round(wall, 2),
+                         "cpu_us_per_wake": round(cpu * 1e6 / len(allv), 1)
+                         if allv else None,
+                         "cpu_ms_per_s": round(cpu * 1e3 / wall, 1)
+                         if wall else None,
+                         "load": a.load})
     for r in rows:
-        for ref, key in (("vmm", "ratio"), ("vmm-quiet", "ratio_quiet")):
+        for ref, key in ((a.ratio_to, "ratio"), ("vmm-quiet", "ratio_quiet")):
             base = next((b for b in rows if b["path"] == r["path"] and
                          b["setup"] == ref), None)
+            r[f"{key}_to"] = ref
             for k in ("p50", "p99"):
                 v = r[f"{k}_ns"]
                 b = base[f"{k}_ns"] if base else None
@@ -338,30 +459,48 @@ def print_table(a, det, wk):
     if det and wk:
         print()
     if wk:
-        print(f"wake latency from full idle, 2 vCPUs, hz={a.hz}, gap "
-              f"{a.delay_us} us, {a.rounds} rounds x {a.repeat} runs; us")
-        print(f"{'path':6s} {'setup':11s} {'timed':5s} {'n':>4s} "
-              f"{'from full':>9s} {'min':>8s} {'p50':>8s} {'p99':>8s} "
-              f"{'max':>8s} {'p50 x':>6s} {'p99 x':>6s} {'p50 q':>6s} "
-              f"{'p99 q':>6s} {'ok/runs':>8s} {'hung':>4s}")
-
         def x(v):
             return "-" if v is None else f"{v:.2f}"
+
+        def rng(d):
+            if d["median"] is None:
+                return "-"
+            return f"{fmt(d['median'])} [{fmt(d['min'])}..{fmt(d['max'])}]"
+        w = max([11] + [len(r["setup"]) for r in wk])
+        load = f", {a.load} busy loops running" if a.load else ""
+        print(f"wake latency from full idle, 2 vCPUs, hz={a.hz}, gap "
+              f"{a.delay_us} us, {a.rounds} rounds x {a.repeat} runs{load}; "
+              "us")
+        print(f"{'path':6s} {'setup':{w}s} {'timed':5s} {'n':>5s} "
+              f"{'from full':>9s} {'p50':>7s} {'p99':>7s} {'max':>8s} "
+              f"{'run p50 med [min..max]':>24s} {'run p99 med [min..max]':>24s} "
+              f"{'p50 x':>5s} {'p99 x':>5s} {'p50 q':>5s} {'p99 q':>5s} "
+              f"{'cpu us/wake':>11s} {'cpu ms/s':>8s} {'ok/runs':>7s} "
+              f"{'hung':>4s}")
         for r in wk:
             ff = "-" if r["from_full"] is None else str(r["from_full"])
-            print(f"{r['path']:6s} {r['setup']:11s} {r['timed_by']:5s} "
-                  f"{r['samples']:4d} {ff:>9s} {fmt(r['min_ns']):>8s} "
-                  f"{fmt(r['p50_ns']):>8s} {fmt(r['p99_ns']):>8s} "
-                  f"{fmt(r['max_ns']):>8s} {x(r['ratio_p50']):>6s} "
-                  f"{x(r['ratio_p99']):>6s} {x(r['ratio_quiet_p50']):>6s} "
-                  f"{x(r['ratio_quiet_p99']):>6s} "
-                  f"{r['ok']:>4d}/{r['runs']:<3d} {r['hung']:4d}")
+            cw = "-" if r["cpu_us_per_wake"] is None else \
+                f"{r['cpu_us_per_wake']:.1f}"
+            cs = "-" if r["cpu_ms_per_s"] is None else \
+                f"{r['cpu_ms_per_s']:.1f}"
+            print(f"{r['path']:6s} {r['setup']:{w}s} {r['timed_by']:5s} "
+                  f"{r['samples']:5d} {ff:>9s} "
+                  f"{fmt(r['p50_ns']):>7s} {fmt(r['p99_ns']):>7s} "
+                  f"{fmt(r['max_ns']):>8s} "
+                  f"{rng(r['run_p50_ns']):>24s} {rng(r['run_p99_ns']):>24s} "
+                  f"{x(r['ratio_p50']):>5s} {x(r['ratio_p99']):>5s} "
+                  f"{x(r['ratio_quiet_p50']):>5s} "
+                  f"{x(r['ratio_quiet_p99']):>5s} {cw:>11s} {cs:>8s} "
+                  f"{r['ok']:>3d}/{r['runs']:<3d} {r['hung']:4d}")
             for f in r["failures"]:
                 print(f"       ! {f}")
-        print("# x = / vmm (the guest's tick running: the host never idles "
-              "long); q = / vmm-quiet (the same VMM and guest with its tick "
-              "off: the host as idle as under --sysidle); same percentile; "
-              "goal <= 1.10 at p50 and p99")
+        print(f"# p50/p99/max: pooled over all samples (nearest rank); run "
+              f"p50/p99: median [min..max] of the per-run figures; x = / "
+              f"{a.ratio_to}; q = / vmm-quiet (the guest's tick off: the "
+              f"host as idle as under --sysidle); same percentile, pooled; "
+              f"goal <= 1.10 at p50 and p99; cpu: user+sys of the VMM "
+              f"process (boot included) per wake-up and per second of wall "
+              f"time")
 
 
 def kill_live():
@@ -375,6 +514,30 @@ def kill_live():
     LIVE.clear()
 
 
+LOAD = []  # the --load busy loops
+
+
+def start_load(n):
+    for _ in range(n):
+        LOAD.append(subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"],
+            stdin=subprocess.DEVNULL, start_new_session=True))
+
+
+def stop_load():
+    for p in LOAD:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    LOAD.clear()
+
+
+def loadavg():
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def main():
     # SIGTERM unwinds like Ctrl-C, so kill_live() still runs.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -382,10 +545,14 @@ def main():
         return measure_all()
     finally:
         kill_live()
+        stop_load()
 
 
 def measure_all():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="e.g. --setup 'sysidle-nopoll=--sysidle --halt-poll-ns 0' "
+        "--load 2")
     ap.add_argument("--build", default="build",
                     help="meson build directory (default: build)")
     ap.add_argument("--parts", default="detection,wake",
@@ -396,14 +563,32 @@ def measure_all():
                     help="serial wake-ups per detection run (10)")
     ap.add_argument("--spacing", type=float, default=0.3,
                     help="seconds between them (0.3)")
-    ap.add_argument("--rounds", type=int, default=30,
-                    help="wake-ups per wake run (30, at most 4096)")
-    ap.add_argument("--delay-us", type=int, default=50000,
-                    help="gap before each wake-up, us (50000)")
+    ap.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                    help=f"wake-ups per wake run ({DEFAULT_ROUNDS}, at most "
+                    "4096)")
+    ap.add_argument("--delay-us", type=int, default=DEFAULT_DELAY_US,
+                    help=f"gap before each wake-up, us ({DEFAULT_DELAY_US}; "
+                    "long enough for --sysidle to reach FULL_NOTED)")
     ap.add_argument("--hz", type=int, default=250,
                     help="guest pv tick in the wake runs (250; 0: none)")
-    ap.add_argument("--repeat", type=int, default=5,
-                    help="runs per setup and vCPU count (5)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="runs per setup and vCPU count (detection 5, wake "
+                    "3)")
+    ap.add_argument("--setups", default=",".join(SETUPS),
+                    help="default wake setups to run, comma-separated "
+                    f"({','.join(SETUPS)}; may be empty)")
+    ap.add_argument("--setup", action="append", default=[],
+                    metavar="NAME=ARGS",
+                    help="an extra wake setup: this VMM with ARGS (shell "
+                    "words); with --sysidle among them it also gets "
+                    "--sysidle-log (for \"from full\"); repeatable")
+    ap.add_argument("--baseline", metavar="PATH",
+                    help="another VMM binary (or a build directory holding "
+                    "one): adds wake setups base and base-sysidle")
+    ap.add_argument("--ratio-to", default="vmm", metavar="NAME",
+                    help="the setup the x ratios are taken to (vmm)")
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="N busy loops running during the wake part (0)")
     ap.add_argument("--mem", default="256M", help="guest RAM (256M)")
     ap.add_argument("--timeout", type=float, default=60,
                     help="seconds before a VMM run is killed (60)")
@@ -415,11 +600,17 @@ def measure_all():
         a.cpus = [int(x) for x in a.cpus.split(",")]
     except ValueError:
         ap.error("--cpus takes comma-separated integers")
-    if (a.wakes < 1 or a.repeat < 1 or a.timeout <= 0 or a.spacing <= 0 or
+    try:
+        a.setup = [parse_setup(s) for s in a.setup]
+    except ValueError as e:
+        ap.error(str(e))
+    a.setups = [s for s in a.setups.split(",") if s]
+    if (a.wakes < 1 or (a.repeat is not None and a.repeat < 1) or
+            a.timeout <= 0 or a.spacing <= 0 or
             not 1 <= a.rounds <= 4096 or a.delay_us < 1 or a.hz < 0 or
-            not parts <= {"detection", "wake"}):
+            a.load < 0 or not parts <= {"detection", "wake"}):
         ap.error("bad --wakes/--repeat/--timeout/--spacing/--rounds/"
-                 "--delay-us/--hz/--parts")
+                 "--delay-us/--hz/--load/--parts")
     a.vmm = os.path.join(a.build, "vmm")
     a.idle_elf = os.path.join(a.build, "guest-tools", "idle.elf")
     a.pingpong_elf = os.path.join(a.build, "guest-tools", "pingpong.elf")
@@ -429,14 +620,45 @@ def measure_all():
                      f"(ninja -C {a.build})")
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         sys.exit("latency: /dev/kvm is not usable here")
+    if "wake" in parts:
+        # a bad --setups/--baseline/--ratio-to fails before any run
+        if a.ratio_to not in [s.name for s in wake_setups(a)]:
+            ap.error(f"--ratio-to {a.ratio_to}: not a setup of this run")
+    repeat = a.repeat
+    load0 = loadavg()
+    t0 = time.monotonic()
+    print(f"# load average at start: {load0[0]} {load0[1]} {load0[2]} "
+          f"({os.cpu_count()} CPUs)", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="latency-") as tmp:
+        a.repeat = repeat or 5
         det = detection(a, tmp) if "detection" in parts else []
-        wk = wake(a, tmp) if "wake" in parts else []
+        t1 = time.monotonic()
+        wk = []
+        if "wake" in parts:
+            a.repeat = repeat or 3
+            if a.load:
+                print(f"# load on: {a.load} busy loops for the wake part",
+                      file=sys.stderr, flush=True)
+            try:
+                start_load(a.load)
+                wk = wake(a, tmp)
+            finally:
+                stop_load()
+    t2 = time.monotonic()
+    load1 = loadavg()
+    for r in det + wk:
+        r["loadavg_start"], r["loadavg_end"] = load0, load1
+    times = (f"detection {t1 - t0:.0f} s, " if det else "") + \
+        (f"wake {t2 - t1:.0f} s" if wk else "")
+    end = (f"# load average at start {load0[0]} {load0[1]} {load0[2]}, at "
+           f"end {load1[0]} {load1[1]} {load1[2]}; {times}")
     if a.json:
         for r in det + wk:
             print(json.dumps(r))
+        print(end, file=sys.stderr)
         return 0
     print_table(a, det, wk)
+    print(end)
     return 0
 
 
