@@ -14,6 +14,9 @@ tick keeps it), under four setups, interleaved in one run:
   baseline-sysidle  --baseline BUILD/vmm --sysidle (another revision)
   qemu-irqchip-on   QEMU, in-kernel LAPIC (kernel-irqchip=on)
   qemu-irqchip-off  QEMU, userspace LAPIC (kernel-irqchip=off)
+  NAME              --setup NAME=ARGS: this VMM with ARGS (shell words),
+                    e.g. --setup 'poll=--sysidle --halt-poll-ns 200000';
+                    repeatable, always run
 
 For each hz and vCPU count it waits for the guest's "cpus up" line, lets
 --settle seconds pass (so that --sysidle can reach full idle), then measures
@@ -29,6 +32,7 @@ import argparse
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import statistics
@@ -59,7 +63,16 @@ def proc_ctxt(pid):
     return total
 
 
-def setups(build, image, want, baseline=None):
+def parse_setup(spec):
+    """NAME=ARGS -> (NAME, [args]); ValueError when malformed."""
+    name, eq, rest = spec.partition("=")
+    name = name.strip()
+    if not eq or not name or any(c.isspace() for c in name):
+        raise ValueError(f"--setup {spec!r}: expected NAME=ARGS")
+    return name, shlex.split(rest)
+
+
+def setups(build, image, want, baseline=None, extra=()):
     vmm = os.path.join(build, "vmm")
     qemu = shutil.which("qemu-system-x86_64")
     out = {}
@@ -92,7 +105,14 @@ def setups(build, image, want, baseline=None):
             n, app, "on", "host,-arch-capabilities")
         out["qemu-irqchip-off"] = lambda n, app: q(
             n, app, "off", "host,kvm-asyncpf-int=off,-arch-capabilities")
-    return {k: v for k, v in out.items() if k in want}
+    out = {k: v for k, v in out.items() if k in want}
+    for name, args in extra:
+        if name in out:
+            sys.exit(f"idle-cost: --setup {name}: the name is taken")
+        out[name] = lambda n, app, a=args: [
+            vmm, "--control", "none"] + a + ["--cpus", str(n), "--append",
+                                             app, image]
+    return out
 
 
 def measure(cmd, boot_timeout, settle, window):
@@ -151,8 +171,16 @@ def main():
     ap.add_argument("--baseline", metavar="BUILD",
                     help="also run BUILD/vmm --sysidle (a build of another "
                     "revision) as baseline-sysidle, on the same image")
+    ap.add_argument("--setup", action="append", default=[],
+                    metavar="NAME=ARGS",
+                    help="an extra setup: this VMM with ARGS (shell words); "
+                    "repeatable")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    try:
+        extra = [parse_setup(s) for s in args.setup]
+    except ValueError as e:
+        ap.error(str(e))
     try:
         hzs = [int(x) for x in args.hz.split(",")]
         cpus = [int(x) for x in args.cpus.split(",")]
@@ -169,7 +197,8 @@ def main():
     if args.baseline and not os.access(os.path.join(args.baseline, "vmm"),
                                        os.X_OK):
         ap.error(f"--baseline {args.baseline}: no vmm there")
-    runs = setups(args.build, image, args.setups.split(","), args.baseline)
+    runs = setups(args.build, image, args.setups.split(","), args.baseline,
+                  extra)
     rows = []
     for tick in ticks:
         for hz in hzs:
