@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "base/housekeeping.h"
+#include "base/sched.h"
 #include "base/signals.h"
 #include "base/time.h"
 #include "base/uuid.h"
@@ -29,6 +30,13 @@
 #include "machine/pci.h"
 #include "machine/vm.h"
 #include "hookrun.h" /* DEFAULT_HOOKS_DIR, --hook-timeout */
+
+/* Latency defaults (bench/latency.py, bench/vmm-rtt.py). */
+#define HALT_POLL_DEFAULT_NS 200000
+#define TIMER_ADVANCE_DEFAULT_NS 0
+#define SCHED_SLICE_DEFAULT_US 100
+#define VMM_STR_(x) #x
+#define VMM_STR(x) VMM_STR_(x)
 
 /* Everything the command line says, for each layer. */
 /* The opt-in devices of --device NAME. */
@@ -49,6 +57,7 @@ struct vm_options {
 	struct idle_config idle;
 	struct export_config export;
 	const char *stats_json;
+	uint64_t sched_slice_ns; /* --sched-slice-us, 0: off */
 };
 
 static const char usage_text[] =
@@ -136,6 +145,33 @@ static const char usage_text[] =
 "  --hook-timeout SECONDS  kill a hook still running after SECONDS\n"
 "                     (default 10); at exit, the hook running and then the\n"
 "                     last hooks get one SECONDS each in all\n"
+"  --halt-poll-ns NS  a halted vCPU watches for its next interrupt for up\n"
+"                     to NS ns before it blocks (0: never), the window\n"
+"                     adapting as KVM's halt_poll_ns: grown while wake-ups\n"
+"                     come just after it, shrunk when the halt outlasts NS.\n"
+"                     Never with --sysidle while the VM is heading into\n"
+"                     full idle: an idle VM still costs nothing.\n"
+"                     Default " VMM_STR(HALT_POLL_DEFAULT_NS) "\n"
+"  --timer-advance-ns NS  a halted vCPU wakes up to NS ns before its LAPIC\n"
+"                     timer deadline and spins to it, the lead tuned to how\n"
+"                     late its wake-ups come (as KVM's\n"
+"                     lapic_timer_advance_ns); 0: none. Default " VMM_STR(TIMER_ADVANCE_DEFAULT_NS) "\n"
+"  --vcpu-timers self|housekeeping\n"
+"                     self (default): a halted vCPU's LAPIC timer is the\n"
+"                     timeout of its own wait, no other thread on its wake\n"
+"                     path; housekeeping: every guest timer is served by\n"
+"                     the housekeeping thread, which wakes the vCPU\n"
+"  --sched-slice-us US|off  the vCPU and housekeeping threads ask the\n"
+"                     kernel for a US us scheduler slice (sched_setattr\n"
+"                     sched_runtime; Linux 6.12 or later, 100 to 100000),\n"
+"                     so that a woken one preempts a busy task sooner;\n"
+"                     older kernels ignore it. Default " VMM_STR(SCHED_SLICE_DEFAULT_US) "; off: the\n"
+"                     kernel's own\n"
+"  --interrupt-injection kvm-run|ioctl\n"
+"                     kvm-run (default, where KVM offers KVM_CAP_SYNC_REGS\n"
+"                     with the vCPU events): an interrupt goes in with the\n"
+"                     KVM_RUN that delivers it; ioctl: a KVM_INTERRUPT call\n"
+"                     of its own before it\n"
 "  -h, --help         print this help and exit 0\n"
 "\n"
 "Signals: SIGUSR2 ends a full-idle period from outside (the tick restarts).\n"
@@ -296,6 +332,11 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "hooks", required_argument, NULL, 'H' },
 		{ "hook-timeout", required_argument, NULL, 'O' },
 		{ "device", required_argument, NULL, 'D' },
+		{ "halt-poll-ns", required_argument, NULL, 'p' },
+		{ "timer-advance-ns", required_argument, NULL, 'A' },
+		{ "vcpu-timers", required_argument, NULL, 'V' },
+		{ "sched-slice-us", required_argument, NULL, 'l' },
+		{ "interrupt-injection", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -308,6 +349,9 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	o->machine.mem_size = 256ull << 20;
 	o->machine.ncpus = 1;
 	o->machine.append = "";
+	o->machine.halt_poll_max_ns = HALT_POLL_DEFAULT_NS;
+	o->machine.timer_advance_max_ns = TIMER_ADVANCE_DEFAULT_NS;
+	o->sched_slice_ns = SCHED_SLICE_DEFAULT_US * 1000ull;
 	o->idle.housekeeping_cpu = -1;
 	o->export.hooks_dir = DEFAULT_HOOKS_DIR;
 	o->export.hook_timeout_ns = 10000000000ull;
@@ -432,6 +476,48 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 				return usage_error("--hook-timeout '%s': "
 						   HOOKS_TIMEOUT_USAGE, optarg);
 			break;
+		case 'p':
+		case 'A':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 0 ||
+			    n > 10000000)
+				return usage_error(c == 'p' ?
+					"--halt-poll-ns '%s': expected ns from 0 "
+					"to 10000000" : "--timer-advance-ns '%s': "
+					"expected ns from 0 to 10000000", optarg);
+			if (c == 'p')
+				o->machine.halt_poll_max_ns = (uint64_t)n;
+			else
+				o->machine.timer_advance_max_ns = (uint64_t)n;
+			break;
+		case 'V':
+			if (strcmp(optarg, "self") &&
+			    strcmp(optarg, "housekeeping"))
+				return usage_error("--vcpu-timers '%s': expected "
+						   "self or housekeeping", optarg);
+			o->machine.timers_on_housekeeping = *optarg == 'h';
+			break;
+		case 'I':
+			if (strcmp(optarg, "kvm-run") && strcmp(optarg, "ioctl"))
+				return usage_error("--interrupt-injection '%s': "
+						   "expected kvm-run or ioctl",
+						   optarg);
+			o->machine.inject_by_ioctl = *optarg == 'i';
+			break;
+		case 'l':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (!strcmp(optarg, "off"))
+				o->sched_slice_ns = 0;
+			else if (errno || *end || end == optarg || n < 100 ||
+				 n > 100000)
+				return usage_error("--sched-slice-us '%s': "
+						   "expected us from 100 to 100000, "
+						   "or off", optarg);
+			else
+				o->sched_slice_ns = (uint64_t)n * 1000u;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			free(o->machine.modules);
@@ -523,6 +609,7 @@ int main(int argc, char **argv)
 				strerror(errno)), vm_status();
 
 	time_init(); /* the VM's uptime counts from here */
+	sched_slice_configure(opts.sched_slice_ns); /* before any thread */
 	if ((opts.stats_json && stats_check(opts.stats_json)) ||
 	    kvm_vm_create(&vm, &opts.machine) ||
 	    loader_load(&vm, &opts.machine) ||

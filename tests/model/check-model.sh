@@ -5,7 +5,9 @@
 # as TAP:
 #  - sysidle.pml: the full-system-idle protocol of the sysidle library;
 #  - tk_handshake.pml: the VMM's handshake between the timekeeper vCPU
-#    thread and the housekeeping thread (tk_state, force_req, the kick).
+#    thread and the housekeeping thread (tk_state, force_req, the kick);
+#  - halt_wait.pml: a vCPU's HLT wait (halt polling, the timer it serves
+#    itself) against the threads that post to it.
 # Each model has its own table of checks below, chosen by the file name.
 #
 #   check-model.sh SPIN CC MODEL.pml WORKDIR
@@ -60,7 +62,7 @@ fi
 
 name=$(basename "$model")
 case $name in
-sysidle.pml | tk_handshake.pml) ;;
+sysidle.pml | tk_handshake.pml | halt_wait.pml) ;;
 *) echo "$0: no checks defined for $name" >&2; exit 2 ;;
 esac
 model=$(cd "$(dirname "$model")" && pwd)/$name
@@ -153,6 +155,50 @@ variant_label()
 	esac
 }
 infos_title="what else the faults break; concurrent scanners"
+
+elif [ "$name" = halt_wait.pml ]; then
+
+# variant: correct, no_signal, no_recheck, no_move_wake (the faults)
+checks=(
+"pass|correct|noclaim|-|halt wait: no invalid end state (the vCPU always leaves HLT: no wake-up lost to polling or to its own timer)"
+"pass|correct|liveness|woken|halt wait: liveness 'woken' holds under weak fairness (the vCPU leaves HLT)"
+"pass|correct|liveness|timer_served|halt wait: liveness 'timer_served' holds under weak fairness (a deadline due is served)"
+"fail|correct|safety|poll_never_hits|halt wait (non-vacuity): a poll sees the interrupt, 'poll_never_hits' violated"
+"fail|correct|safety|never_timer_fire|halt wait (non-vacuity): the vCPU's wait serves its deadline, 'never_timer_fire' violated"
+"fail|no_signal|liveness|woken|halt wait, fault NO_SIGNAL: liveness 'woken' violated as expected"
+"fail|no_recheck|liveness|woken|halt wait, fault NO_RECHECK: liveness 'woken' violated as expected"
+"fail|no_move_wake|liveness|woken|halt wait, fault NO_MOVE_WAKE: liveness 'woken' violated as expected"
+)
+infos=(
+"no_signal|noclaim|-"
+"no_recheck|noclaim|-"
+"no_move_wake|noclaim|-"
+)
+
+variant_defines()
+{
+	case $1 in
+	correct) echo "" ;;
+	no_signal) echo "-DNO_SIGNAL" ;;
+	no_recheck) echo "-DNO_RECHECK" ;;
+	no_move_wake) echo "-DNO_MOVE_WAKE" ;;
+	*) echo "unknown variant $1" >&2; return 1 ;;
+	esac
+}
+spin_defs=""
+header="HLT wait: polling and the vCPU's own timer"
+
+variant_label()
+{
+	case $1 in
+	correct) echo "correct model" ;;
+	no_signal) echo "fault NO_SIGNAL (a halted vCPU is not signalled)" ;;
+	no_recheck) echo "fault NO_RECHECK (blocks after the poll without a look)" ;;
+	no_move_wake) echo "fault NO_MOVE_WAKE (a moved deadline does not wake the wait)" ;;
+	*) echo "$1" ;;
+	esac
+}
+infos_title="what else the faults break"
 
 else # tk_handshake.pml
 

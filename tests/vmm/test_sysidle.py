@@ -34,34 +34,6 @@ def has_strings(path, *needles):
     return all(n.encode() in data for n in needles)
 
 
-def ctx_switches(pid):
-    """Voluntary + involuntary context switches of every thread of @pid.
-    The VMM names each of its threads (vmm-vcpuN, vmm-housekeep,
-    vmm-serial); an unnamed thread other than the main one can only be a
-    sanitizer runtime's (TSan's background thread wakes ~10 times a
-    second): those are left out."""
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                if int(tid) != pid and not f.read().startswith("vmm-"):
-                    continue
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches",
-                                        "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
-
-
-def all_sleeping(pid):
-    """Every VMM thread of @pid (as ctx_switches counts them) sleeps."""
-    return all(st == "S" for tid, name, st in vmmtest.tasks(pid)
-               if tid == pid or name.startswith("vmm-"))
-
-
 def thread_cpus(pid, name):
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
@@ -177,10 +149,10 @@ def test_idle(tmp, cpus, wake_guest):
     # wake-ups that follow the stop are done), waited for, bounded.
     vmmtest.poll_until(lambda: read_log(log)[-1:] and
                        read_log(log)[-1].endswith("tick stopped") and
-                       all_sleeping(vm.p.pid), 10)
-    c0 = ctx_switches(vm.p.pid)
+                       vmmtest.all_sleeping(vm.p.pid), 10)
+    c0 = vmmtest.ctx_switches(vm.p.pid)
     time.sleep(3)
-    c1 = ctx_switches(vm.p.pid)
+    c1 = vmmtest.ctx_switches(vm.p.pid)
     lines = read_log(log)
     still = lines[-1].endswith("tick stopped")
     check(c1 - c0 < 6 and still, "%s: steady window, %.2f context switches/s "

@@ -300,6 +300,34 @@ def threads_report(pid):
     return "\n".join(out)
 
 
+def ctx_switches(pid):
+    """Voluntary + involuntary context switches of every thread of @pid.
+    The VMM names each of its threads (vmm-vcpuN, vmm-housekeep,
+    vmm-serial); an unnamed thread other than the main one can only be a
+    sanitizer runtime's (TSan's background thread wakes ~10 times a
+    second): those are left out."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                if int(tid) != pid and not f.read().startswith("vmm-"):
+                    continue
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches",
+                                        "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def all_sleeping(pid):
+    """Every VMM thread of @pid (as ctx_switches counts them) sleeps."""
+    return all(st == "S" for tid, name, st in tasks(pid)
+               if tid == pid or name.startswith("vmm-"))
+
+
 def kvm_usable():
     try:
         os.close(os.open("/dev/kvm", os.O_RDWR))

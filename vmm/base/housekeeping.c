@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/housekeeping.h"
+#include "base/sched.h"
 #include "base/time.h"
 
 static struct {
@@ -188,6 +189,7 @@ static void *housekeeping_thread(void *arg)
 	/* Guest timers are due at exact times: no timer slack (50 us by
 	 * default) on the one host timer that serves them all. */
 	prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul);
+	sched_slice_apply(); /* a kick or a timer it serves preempts sooner */
 	/* relaxed: read by status snapshots only. */
 	__atomic_store_n(&hk.tid, (int)gettid(), __ATOMIC_RELAXED);
 	if (hk.on_start)

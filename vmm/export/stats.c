@@ -22,6 +22,7 @@
 
 #include "base/file.h"
 #include "base/housekeeping.h"
+#include "base/sched.h"
 #include "base/time.h"
 #include "export/export.h"
 #include "idle/idle.h"
@@ -73,6 +74,12 @@ static struct json_object *stats_vcpu(struct vcpu *v)
 	add_u64(o, "wakeups", v->stats.wakeups);
 	add_u64(o, "wake_latency_ns_total", v->stats.wake_latency_ns);
 	add_u64(o, "wake_latency_ns_max", v->stats.wake_latency_max_ns);
+	add_u64(o, "halt_polls", v->stats.halt_polls);
+	add_u64(o, "halt_poll_hits", v->stats.halt_poll_hits);
+	add_u64(o, "halt_poll_ns", v->stats.halt_poll_ns);
+	add_u64(o, "halt_poll_preempted", v->stats.halt_poll_preempted);
+	add_u64(o, "timer_self_fired", v->stats.timer_self_fired);
+	add_u64(o, "timer_spin_ns", v->stats.timer_spin_ns);
 	idle_vcpu_pvtick(v, &pv);
 	add_u64(o, "pvtick_hz", pv.hz);
 	add_u64(o, "pvtick_delivered", pv.delivered);
@@ -193,6 +200,22 @@ static int stats_put(const char *path, const char *text)
 	return -1;
 }
 
+/* How the vCPUs wait and are woken (the latency options in effect). */
+static struct json_object *stats_wake_path(const struct vm *vm)
+{
+	struct json_object *o = json_object_new_object();
+	const struct machine_config *c = vm->cfg;
+
+	json_object_object_add(o, "interrupt_injection", json_object_new_string(
+		vm->sync_events ? "kvm-run" : "ioctl"));
+	json_object_object_add(o, "vcpu_timers", json_object_new_string(
+		c && c->timers_on_housekeeping ? "housekeeping" : "self"));
+	add_u64(o, "halt_poll_max_ns", c ? c->halt_poll_max_ns : 0);
+	add_u64(o, "timer_advance_max_ns", c ? c->timer_advance_max_ns : 0);
+	add_u64(o, "sched_slice_ns", sched_slice_configured());
+	return o;
+}
+
 /* Caller: every vCPU and the housekeeping thread have been joined. */
 int stats_write(struct vm *vm, const char *path, int status)
 {
@@ -213,6 +236,7 @@ int stats_write(struct vm *vm, const char *path, int status)
 	add_u64(hk, "kicks", housekeeping_kicks());
 	add_u64(hk, "timers_fired", housekeeping_timers_fired());
 	json_object_object_add(root, "housekeeping", hk);
+	json_object_object_add(root, "wake_path", stats_wake_path(vm));
 	if (idle)
 		json_object_object_add(root, "sysidle", idle);
 	json_object_object_add(root, "pause", stats_pause());

@@ -65,6 +65,14 @@ struct idle_layer {
 	int cur;
 	uint64_t since, changed_ns, state_ns[SYSIDLE_NR_STATES];
 	uint64_t full_periods_seen; /* FULL_NOTED entries (status) */
+	/* A vCPU's exit to NOT, recorded on its wake path: its event and
+	 * log line are made later, before any other change's
+	 * (idle_emit_pending_locked). */
+	struct {
+		bool valid;
+		int from, cpu;
+		uint64_t now, full_idle_ns;
+	} pend;
 	char logq[16384];
 	size_t logq_len;
 	uint64_t log_dropped;     /* lines the queue had no room for */
@@ -116,6 +124,7 @@ void idle_log_locked(uint64_t now, const char *fmt, ...)
 
 /* track.c */
 extern const struct vcpu_idle_ops idle_vcpu_ops;
+void idle_emit_pending_locked(void); /* idle.lock held */
 void idle_transition(void *arg, enum sysidle_state from,
 		     enum sysidle_state to, int cpu, uint64_t now);
 bool idle_suppress_tick(const struct vcpu *v);

@@ -99,6 +99,7 @@ void idle_flush(void)
 	if (!idle.enabled)
 		return;
 	pthread_mutex_lock(&idle.lock);
+	idle_emit_pending_locked();
 	len = idle.logq_len;
 	memcpy(buf, idle.logq, len);
 	idle.logq_len = 0;

@@ -53,36 +53,16 @@ static void idle_check_violation(enum sysidle_state to, uint64_t now)
 	}
 }
 
-/* on_transition: any thread; see sysidle_transition_fn. Lock order:
- * idle.lock, then the event queue's. */
-void idle_transition(void *arg, enum sysidle_state from,
-		     enum sysidle_state to, int cpu, uint64_t now)
+/* idle.lock held: the event of a change, and its log line. */
+static void idle_emit_locked(enum sysidle_state from, enum sysidle_state to,
+			     int cpu, uint64_t now, uint64_t full_idle_ns)
 {
-	(void)arg;
-	pthread_mutex_lock(&idle.lock);
-	if (to == SYSIDLE_FULL || to == SYSIDLE_FULL_NOTED)
-		idle_check_violation(to, now);
-	if (to == SYSIDLE_FULL_NOTED) {
-		idle.noted_ns = now;
-		idle.full_periods_seen++;
-	}
-	/* Changes made by different threads can reach here out of order:
-	 * time is charged to the state this code last saw. */
-	if (now > idle.since) {
-		idle.state_ns[idle.cur] += now - idle.since;
-		idle.since = now;
-	}
-	/* Posted under idle.lock, so events keep the order of the changes;
-	 * the readers are woken later, off the wake path (idle_flush). */
 	event_post(&(struct vm_event){
 		.kind = VM_EV_STATE, .from = from, .to = to, .cpu = cpu,
 		.mono_ns = now,
 		.unix_ms = mono_to_unix_ms(now),
-		.full_idle_ns = from == SYSIDLE_FULL_NOTED &&
-				now > idle.noted_ns ? now - idle.noted_ns : 0,
+		.full_idle_ns = full_idle_ns,
 	});
-	idle.changed_ns = now;
-	idle.cur = to;
 	if (to != SYSIDLE_NOT)
 		idle_log_locked(now, "state %s -> %s", sysidle_state_name(from),
 				sysidle_state_name(to));
@@ -95,6 +75,58 @@ void idle_transition(void *arg, enum sysidle_state from,
 	else
 		idle_log_locked(now, "state %s -> NOT scan",
 				sysidle_state_name(from));
+}
+
+void idle_emit_pending_locked(void)
+{
+	if (!idle.pend.valid)
+		return;
+	idle.pend.valid = false;
+	idle_emit_locked(idle.pend.from, SYSIDLE_NOT, idle.pend.cpu,
+			 idle.pend.now, idle.pend.full_idle_ns);
+}
+
+/* on_transition: any thread; see sysidle_transition_fn. Lock order:
+ * idle.lock, then the event queue's. A vCPU's own exit (@cpu >= 0, on its
+ * wake path) is only recorded: its event and log line are made by the
+ * next change, or by idle_flush on the housekeeping thread (which the
+ * exit's deferred kick, or the scan's tick, brings), so the wake path
+ * formats and queues nothing. */
+void idle_transition(void *arg, enum sysidle_state from,
+		     enum sysidle_state to, int cpu, uint64_t now)
+{
+	uint64_t full_idle_ns;
+
+	(void)arg;
+	pthread_mutex_lock(&idle.lock);
+	idle_emit_pending_locked(); /* events keep the order of the changes */
+	if (to == SYSIDLE_FULL || to == SYSIDLE_FULL_NOTED)
+		idle_check_violation(to, now);
+	if (to == SYSIDLE_FULL_NOTED) {
+		idle.noted_ns = now;
+		idle.full_periods_seen++;
+	}
+	/* Changes made by different threads can reach here out of order:
+	 * time is charged to the state this code last saw. */
+	if (now > idle.since) {
+		idle.state_ns[idle.cur] += now - idle.since;
+		idle.since = now;
+	}
+	full_idle_ns = from == SYSIDLE_FULL_NOTED && now > idle.noted_ns ?
+		       now - idle.noted_ns : 0;
+	/* Posted under idle.lock, so events keep the order of the changes;
+	 * the readers are woken later, off the wake path (idle_flush). */
+	if (cpu >= 0 && to == SYSIDLE_NOT) {
+		idle.pend.valid = true;
+		idle.pend.from = from;
+		idle.pend.cpu = cpu;
+		idle.pend.now = now;
+		idle.pend.full_idle_ns = full_idle_ns;
+	} else {
+		idle_emit_locked(from, to, cpu, now, full_idle_ns);
+	}
+	idle.changed_ns = now;
+	idle.cur = to;
 	if (cpu < 0 && idle.in_force)
 		stat_inc(&idle.force_exits);
 	pthread_mutex_unlock(&idle.lock);
@@ -147,6 +179,16 @@ bool idle_suppress_tick(const struct vcpu *v)
 	       (v->state == VCPU_HALTED || v->state == VCPU_PAUSED);
 }
 
+/* vCPU thread, no lock: a HLT may poll only while the VM is not heading
+ * into full idle (any state above NOT): there the poll would only burn
+ * the CPU an idle VM must not cost, waiting for a tick the VM is about to
+ * stop. */
+static bool idle_may_poll(struct vcpu *v)
+{
+	(void)v;
+	return sysidle_state(idle.s) == SYSIDLE_NOT;
+}
+
 const struct vcpu_idle_ops idle_vcpu_ops = {
 	.halt = idle_halt,
 	.wake = idle_wake,
@@ -154,4 +196,5 @@ const struct vcpu_idle_ops idle_vcpu_ops = {
 	.exit = tk_exit,
 	.inject = tk_inject,
 	.run_done = idle_kick_due,
+	.may_poll = idle_may_poll,
 };

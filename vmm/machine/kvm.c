@@ -93,6 +93,8 @@ int kvm_vm_create(struct vm *vm, const struct machine_config *opts)
 		return vmm_fail(VMM_EXIT_KVM, "this KVM lacks IMMEDIATE_EXIT, "
 				"X86_USER_SPACE_MSR or X86_MSR_FILTER");
 
+	vm->sync_events = !opts->inject_by_ioctl &&
+			  (kvm_check(vm, KVM_CAP_SYNC_REGS) & KVM_SYNC_X86_EVENTS);
 	max = kvm_check(vm, KVM_CAP_MAX_VCPUS);
 	if (max <= 0)
 		max = kvm_check(vm, KVM_CAP_NR_VCPUS);

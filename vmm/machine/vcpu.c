@@ -21,14 +21,18 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include <sys/prctl.h>
+
 #include "base/housekeeping.h"
+#include "base/sched.h"
 #include "machine/pause.h"
-#include "machine/vm.h"
+#include "machine/vcpu_loop.h"
 
 #define SIG_VCPU_KICK SIGUSR1 /* SIGUSR2 is the outside world's (main.c) */
 #define VCPU_STACK_SIZE (256u << 10)
 
 static __thread struct kvm_run *kick_run;
+__thread struct vcpu *vcpu_self;
 
 /* A kick that lands outside KVM_RUN makes the next KVM_RUN return at once. */
 static void vcpu_kick_handler(int sig)
@@ -42,6 +46,9 @@ static void vcpu_kick_handler(int sig)
 void vcpu_kick_for(struct vcpu *v, int reason)
 {
 	v->wake_reason = (uint8_t)reason;
+	/* release: pairs with the acquire loads of a polling HLT
+	 * (vcpu_halt.c spin_until); the event is already posted */
+	atomic_fetch_add_explicit(&v->wake_seq, 1, memory_order_release);
 	if (pause_pending()) /* the VM is paused or pausing: this resumes it */
 		pause_wake((enum pause_reason)reason);
 	if (v->state == VCPU_HALTED && !v->wake_posted_ns)
@@ -58,11 +65,35 @@ void vcpu_kick(struct vcpu *v)
 }
 
 /* An event that ends HLT. Caller holds v->lock. */
-static bool vcpu_has_wake_event(const struct vcpu *v)
+bool vcpu_has_wake_event(const struct vcpu *v)
 {
 	return v->nmi_pending || v->init_pending ||
 	       (v->run->if_flag && (irq_extint_pending(v) ||
 				    lapic_pending_vector(&v->lapic) >= 0));
+}
+
+/*
+ * @vec into the guest at the next KVM_RUN: through the events KVM stored
+ * at the last exit (the snapshot it takes back at KVM_RUN, as
+ * KVM_SET_VCPU_EVENTS would, with the interrupt added), or KVM_INTERRUPT.
+ * NMIs, the SIPI vector and SMM are left out of what KVM takes: KVM_NMI
+ * may have queued one since the snapshot.
+ */
+static int vcpu_queue_interrupt(struct vcpu *v, int vec)
+{
+	struct kvm_interrupt irq = { .irq = (uint32_t)vec };
+	struct kvm_vcpu_events *e = &v->run->s.regs.events;
+
+	if (!v->events_fresh)
+		return ioctl(v->fd, KVM_INTERRUPT, &irq);
+	e->interrupt.injected = 1;
+	e->interrupt.nr = (uint8_t)vec;
+	e->interrupt.soft = 0;
+	e->flags &= ~(uint32_t)(KVM_VCPUEVENT_VALID_NMI_PENDING |
+				KVM_VCPUEVENT_VALID_SIPI_VECTOR |
+				KVM_VCPUEVENT_VALID_SMM);
+	v->run->kvm_dirty_regs |= KVM_SYNC_X86_EVENTS;
+	return 0;
 }
 
 /*
@@ -74,7 +105,6 @@ static bool vcpu_has_wake_event(const struct vcpu *v)
  */
 static void vcpu_inject(struct vcpu *v)
 {
-	struct kvm_interrupt irq;
 	bool extint = irq_extint_pending(v);
 	int vec = lapic_pending_vector(&v->lapic);
 
@@ -91,8 +121,7 @@ static void vcpu_inject(struct vcpu *v)
 			vec = irq_extint_ack(v);
 		if (v->vm->idle)
 			v->vm->idle->inject(v, vec);
-		irq.irq = (uint32_t)vec;
-		if (ioctl(v->fd, KVM_INTERRUPT, &irq) == 0) {
+		if (vcpu_queue_interrupt(v, vec) == 0) {
 			if (!extint)
 				lapic_accept(&v->lapic, vec);
 			v->stats.irqs_injected++;
@@ -216,7 +245,7 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
  * pause was asked) resumes the VM once it is parked, as one posted during
  * the pause does.
  */
-static void vcpu_park(struct vcpu *v)
+void vcpu_park(struct vcpu *v)
 {
 	const struct vcpu_idle_ops *idle = v->vm->idle;
 	enum vcpu_state from = v->state;
@@ -246,6 +275,7 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 {
 	int r;
 
+	vcpu_timer_entry(v);
 	pthread_mutex_lock(&v->lock);
 	if (v->init_pending) {
 		v->init_pending = false;
@@ -280,6 +310,8 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 			v->stats.wake_latency_max_ns = lat;
 	}
 	r = ioctl(v->fd, KVM_RUN, 0);
+	v->run->kvm_dirty_regs = 0;
+	v->events_fresh = v->vm->sync_events; /* stored at every return */
 	atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge: a late kick only sets immediate_exit, cleared below */
 	if (v->vm->idle)
 		v->vm->idle->run_done(v, false);
@@ -295,47 +327,6 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 		return VCPU_FINISHED;
 	}
 	return vcpu_handle_exit(v);
-}
-
-/*
- * Blocks until an interrupt can be delivered (or NMI, INIT, stop): no
- * polling, no timeout. Caller: @v's thread, after HLT found nothing.
- */
-static enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
-{
-	const struct vcpu_idle_ops *idle = v->vm->idle;
-	uint64_t t0 = now_ns(), t1, posted;
-	bool kick = false;
-
-	if (idle)
-		idle->run_done(v, true);
-	pthread_mutex_lock(&v->lock);
-	v->state = VCPU_HALTED;
-	v->wake_posted_ns = 0;
-	if (idle)
-		idle->halt(v, false);
-	for (;;) {
-		while (!vcpu_has_wake_event(v) && !vm_stopping() &&
-		       !pause_pending())
-			pthread_cond_wait(&v->wake, &v->lock);
-		if (vcpu_has_wake_event(v) || vm_stopping())
-			break;
-		vcpu_park(v); /* HALTED -> PAUSED -> HALTED, idle throughout */
-	}
-	if (idle)
-		kick = idle->wake(v, false);
-	v->state = VCPU_RUNNING;
-	posted = v->wake_posted_ns;
-	pthread_mutex_unlock(&v->lock);
-	/* Already running: the housekeeping thread restarts the tick (or
-	 * forces the timekeeper's exit) behind us, kicked later. */
-	if (kick)
-		idle->kick_deferred(v);
-	t1 = now_ns();
-	v->stats.halted_ns += t1 - t0;
-	if (posted && !vm_stopping())
-		v->wake_posted_run_ns = posted; /* timed at the next KVM_RUN */
-	return VCPU_RUNNING;
 }
 
 /* Blocks until a SIPI, then starts in real mode at its vector; or until
@@ -399,6 +390,11 @@ static void *vcpu_thread(void *arg)
 	/* relaxed: read by status snapshots only (a TID, no ordering). */
 	__atomic_store_n(&v->tid, (int)gettid(), __ATOMIC_RELAXED);
 	kick_run = v->run;
+	vcpu_self = v;
+	/* Its LAPIC timer is the timeout of its HLT wait: no timer slack
+	 * (50 us by default) on a guest's deadline. */
+	prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul);
+	sched_slice_apply();
 	sigemptyset(&kick);
 	sigaddset(&kick, SIG_VCPU_KICK);
 	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
@@ -468,6 +464,10 @@ void vcpus_nudge(struct vm *vm)
 
 		pthread_mutex_lock(&v->lock);
 		if (v->started) {
+			/* release: as in vcpu_kick_for (a polling HLT looks at
+			 * the stop and pause flags again) */
+			atomic_fetch_add_explicit(&v->wake_seq, 1,
+						  memory_order_release);
 			pthread_cond_broadcast(&v->wake);
 			if (atomic_load(&v->in_run)) /* pairs with the stores in vcpu_run_once, under v->lock as here */
 				pthread_kill(v->thread, SIG_VCPU_KICK);

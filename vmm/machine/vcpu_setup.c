@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "machine/vm.h"
 
@@ -40,6 +41,7 @@ static int vcpu_set_flat_state(struct vcpu *v, struct kvm_regs *regs,
 	sr.cr2 = sr.cr3 = sr.cr4 = 0;
 	sr.efer = 0;
 	regs->rflags = 2;
+	v->events_fresh = false; /* KVM's events change with the state */
 	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
 	    ioctl(v->fd, KVM_SET_REGS, regs) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the %s state: "
@@ -76,6 +78,7 @@ static int vcpu_set_real_state(struct vcpu *v, uint16_t cs, uint16_t ip)
 	sr.cr0 = 0x60000010;
 	sr.cr2 = sr.cr3 = sr.cr4 = 0;
 	sr.efer = 0;
+	v->events_fresh = false; /* as in vcpu_set_flat_state */
 	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
 	    ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the real-mode "
@@ -159,6 +162,8 @@ static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)
 				strerror(errno));
 	if (vcpu_read_tsc(v) || cpuid_setup(v))
 		return -1;
+	if (vm->sync_events) /* KVM stores them at every KVM_RUN return */
+		v->run->kvm_valid_regs = KVM_SYNC_X86_EVENTS;
 	lapic_timer_init(v);
 	lapic_reset(v);
 	if (id != 0)
@@ -189,16 +194,22 @@ void vcpu_reset(struct vcpu *v)
 
 int vcpus_create(struct vm *vm)
 {
+	pthread_condattr_t mono;
+
 	vm->vcpus = aligned_alloc(64, vm->ncpus * sizeof(*vm->vcpus));
 	if (!vm->vcpus)
 		return vmm_fail(VMM_EXIT_KVM, "out of memory");
 	memset(vm->vcpus, 0, vm->ncpus * sizeof(*vm->vcpus));
 	/* Every lock first: vcpus_stop / vcpus_nudge take them all, even
-	 * after a creation failed half-way. */
+	 * after a creation failed half-way. The wake condition's timeouts
+	 * are LAPIC timer deadlines: CLOCK_MONOTONIC, as now_ns(). */
+	pthread_condattr_init(&mono);
+	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
 	for (unsigned int i = 0; i < vm->ncpus; i++) {
 		pthread_mutex_init(&vm->vcpus[i].lock, NULL);
-		pthread_cond_init(&vm->vcpus[i].wake, NULL);
+		pthread_cond_init(&vm->vcpus[i].wake, &mono);
 	}
+	pthread_condattr_destroy(&mono);
 	for (unsigned int i = 0; i < vm->ncpus; i++)
 		if (vcpu_create(vm, &vm->vcpus[i], i))
 			return -1;

@@ -44,6 +44,14 @@ struct vcpu_stats {
 	uint64_t wake_latency_ns;  /* sum over wakeups: event posted -> the
 				    * KVM_RUN that delivers it */
 	uint64_t wake_latency_max_ns;
+	uint64_t halt_polls;        /* HLTs that polled before blocking */
+	uint64_t halt_poll_hits;    /* ... and were woken while polling */
+	uint64_t halt_poll_ns;      /* time spent polling (host CPU) */
+	uint64_t halt_poll_preempted; /* ... polls ended by a preemption */
+	uint64_t timer_self_fired;  /* LAPIC timer expiries served by this
+				     * vCPU's own thread (in HLT or before
+				     * KVM_RUN), not the housekeeping thread */
+	uint64_t timer_spin_ns;     /* spun to a timer's deadline (advance) */
 };
 
 struct vm;
@@ -70,6 +78,9 @@ struct vcpu {
 	bool resume_protected; /* ... in flat 32-bit protected mode */
 	uint32_t resume_addr;
 	uint8_t wake_reason; /* enum pause_reason of the last event posted */
+	/* Bumped at every event posted (vcpu_kick_for, vcpus_nudge), under
+	 * the lock: a polling HLT (vcpu_halt.c) watches it without the lock. */
+	atomic_uint wake_seq;
 	uint64_t wake_posted_ns; /* first event posted while HALTED, or 0 */
 	struct lapic lapic;
 
@@ -78,7 +89,18 @@ struct vcpu {
 	struct vcpu_stats stats;
 	int tid; /* the vCPU thread's host TID, set when it starts */
 	uint64_t wake_posted_run_ns; /* a wake-up not yet timed (stats) */
+	/* vcpu_halt.c, this vCPU's thread only: the adaptive halt-polling
+	 * window and timer advance (0..their --halt-poll-ns and
+	 * --timer-advance-ns maxima). */
+	uint64_t poll_ns, advance_ns;
+	/* run->s.regs.events is what KVM stored at the last KVM_RUN's return
+	 * (vm->sync_events), not outdated by a state set since: an interrupt
+	 * goes in through it, no KVM_INTERRUPT. This thread only. */
+	bool events_fresh;
 } __attribute__((aligned(64)));
+
+/* The vCPU whose thread this is (NULL on any other thread). */
+extern __thread struct vcpu *vcpu_self;
 
 /*
  * What the idle layer does at the vCPU loop's idle points (filled in by
@@ -93,6 +115,9 @@ struct vcpu {
  *  - exit: before an exit is handled. inject, lock held: about to inject
  *    @vector. run_done, no lock: after KVM_RUN (@halting false) or before
  *    the vCPU blocks in HLT or parks (@halting true).
+ *  - may_poll, no lock: may this HLT poll before it blocks? (not while
+ *    the VM is heading into full idle: the poll would only burn the CPU
+ *    an idle VM must not cost)
  */
 struct vcpu_idle_ops {
 	void (*halt)(struct vcpu *v, bool plain);
@@ -101,6 +126,7 @@ struct vcpu_idle_ops {
 	void (*exit)(struct vcpu *v);
 	void (*inject)(struct vcpu *v, int vector);
 	void (*run_done)(struct vcpu *v, bool halting);
+	bool (*may_poll)(struct vcpu *v);
 };
 
 /* CPU features --cpu can take away from the guest (on by default). */
@@ -120,6 +146,10 @@ struct machine_config {
 	enum lapic_tick_policy lapic_tick_policy; /* --lapic-tick-policy */
 	unsigned int cpu_features_off; /* --cpu: enum cpu_feature bits */
 	bool intel_iommu; /* --device intel-iommu: the ACPI tables get a DMAR */
+	uint64_t halt_poll_max_ns;     /* --halt-poll-ns, 0: never poll */
+	uint64_t timer_advance_max_ns; /* --timer-advance-ns, 0: none */
+	bool timers_on_housekeeping;   /* --vcpu-timers housekeeping */
+	bool inject_by_ioctl;          /* --interrupt-injection ioctl */
 };
 
 struct vm {
@@ -138,6 +168,10 @@ struct vm {
 	uint64_t mbi;   /* multiboot info address */
 	const struct machine_config *cfg;
 	const struct vcpu_idle_ops *idle; /* set before the vCPUs start */
+	/* KVM syncs the vCPU events through kvm_run (KVM_CAP_SYNC_REGS):
+	 * interrupts are injected at KVM_RUN, not by a KVM_INTERRUPT ioctl
+	 * of their own (unless --interrupt-injection ioctl). */
+	bool sync_events;
 };
 
 /* Translate a guest physical range to host memory, or NULL. */
@@ -182,6 +216,10 @@ void vcpus_nudge(struct vm *vm);
  * vcpu_kick() gives this thread's reason (pause_set_thread_reason). */
 void vcpu_kick(struct vcpu *v);
 void vcpu_kick_for(struct vcpu *v, int reason);
+/* vcpu_halt.c, @v's thread: how near a LAPIC timer deadline it serves
+ * itself before its next KVM_RUN rather than handing it to the
+ * housekeeping thread (0: timers stay there, --vcpu-timers housekeeping). */
+uint64_t vcpu_timer_keep_ns(const struct vcpu *v);
 /* Any thread: @v is halted, waiting for SIPI or paused (a snapshot). */
 bool vcpu_is_halted(struct vcpu *v);
 int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector); /* vcpu_setup.c */

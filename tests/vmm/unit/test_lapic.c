@@ -46,16 +46,33 @@ void vcpu_kick_for(struct vcpu *v, int reason) { (void)v; (void)reason; }
 void hk_timer_init(struct hk_timer *t, hk_fire_fn fire)
 {
 	t->fire = fire;
+	t->heap_idx = HK_NOT_QUEUED;
 	timer_fire = fire;
 }
-void hk_timer_arm(struct hk_timer *t, uint64_t d) { (void)t; timer_armed = d; }
-void hk_timer_arm_quiet(struct hk_timer *t, uint64_t d)
+void hk_timer_arm(struct hk_timer *t, uint64_t d)
 {
-	(void)t;
+	t->heap_idx = 0;
 	timer_armed = d;
 }
-void hk_timer_cancel(struct hk_timer *t) { (void)t; timer_armed = 0; }
-void hk_timer_cancel_quiet(struct hk_timer *t) { (void)t; timer_armed = 0; }
+void hk_timer_arm_quiet(struct hk_timer *t, uint64_t d)
+{
+	hk_timer_arm(t, d);
+}
+void hk_timer_cancel(struct hk_timer *t)
+{
+	t->heap_idx = HK_NOT_QUEUED;
+	timer_armed = 0;
+}
+void hk_timer_cancel_quiet(struct hk_timer *t) { hk_timer_cancel(t); }
+
+/* vcpu_halt.c: how near a deadline the vCPU's own thread keeps */
+__thread struct vcpu *vcpu_self;
+static uint64_t fake_keep;
+uint64_t vcpu_timer_keep_ns(const struct vcpu *vc)
+{
+	(void)vc;
+	return fake_keep;
+}
 
 /* --- one vCPU --- */
 
@@ -77,8 +94,11 @@ static void setup(void)
 	v = aligned_alloc(64, sizeof(*v));
 	memset(v, 0, sizeof(*v));
 	pthread_mutex_init(&v->lock, NULL);
+	pthread_cond_init(&v->wake, NULL);
 	v->vm = &vm;
 	v->id = ID;
+	vcpu_self = NULL;
+	fake_keep = 0;
 	fake_now = 1000000;
 	sends = 0;
 	kvm_apic_base = 0;
@@ -365,6 +385,97 @@ START_TEST(expired_oneshot_stays_zero)
 }
 END_TEST
 
+/* HLT: the timer leaves the housekeeping thread for the vCPU's own wait,
+ * whose expiry raises it; the housekeeping thread's stale callback does
+ * nothing meanwhile; a later deadline goes back at the wake. */
+START_TEST(self_timer_served_in_hlt)
+{
+	uint64_t dl;
+
+	timer_setup(APIC_LVT_TIMER_ONESHOT, 500000);
+	dl = timer_armed;
+	ck_assert_uint_eq(dl, fake_now + 500000);
+	lapic_timer_wait_begin(v);
+	ck_assert_uint_eq(timer_armed, 0);
+	ck_assert_uint_eq(lapic_timer_wait_deadline(v), dl);
+	fake_now = dl;
+	timer_fire(&v->lapic.timer, dl); /* popped before the hand-over */
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), -1);
+	lapic_timer_expire(v);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	ck_assert_uint_eq(v->stats.timer_self_fired, 1);
+	ck_assert_uint_eq(lapic_timer_wait_deadline(v), 0);
+	lapic_timer_wait_end(v, fake_now, 0);
+	ck_assert(!v->lapic.timer_self);
+	ck_assert_uint_eq(timer_armed, 0);
+}
+END_TEST
+
+START_TEST(self_timer_back_to_housekeeping)
+{
+	uint64_t dl;
+
+	timer_setup(APIC_LVT_TIMER_ONESHOT, 500000);
+	dl = timer_armed;
+	lapic_timer_wait_begin(v);
+	fake_now += 1000; /* woken by something else */
+	lapic_timer_wait_end(v, fake_now, 2000);
+	ck_assert(!v->lapic.timer_self);
+	ck_assert_uint_eq(timer_armed, dl);
+	timer_fire(&v->lapic.timer, dl);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+}
+END_TEST
+
+/* A periodic tick re-armed by its own expiry in HLT stays with the wait;
+ * another thread that moves the deadline (a hold released) wakes it. */
+START_TEST(self_timer_periodic_and_moved)
+{
+	unsigned int seq;
+
+	timer_setup(APIC_LVT_TIMER_PERIODIC, 100000);
+	lapic_timer_wait_begin(v);
+	fake_now += 100000;
+	lapic_timer_expire(v);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	ck_assert_uint_eq(lapic_timer_wait_deadline(v), fake_now + 100000);
+	ck_assert_uint_eq(timer_armed, 0);
+	ck_assert(lapic_timer_hold(v));
+	ck_assert_uint_eq(lapic_timer_wait_deadline(v), 0);
+	seq = atomic_load(&v->wake_seq);
+	fake_now += 50000;
+	lapic_timer_release(v); /* not the vCPU's thread */
+	ck_assert_uint_eq(atomic_load(&v->wake_seq), seq + 1);
+	ck_assert_uint_eq(lapic_timer_wait_deadline(v), fake_now + 50000);
+}
+END_TEST
+
+/* Armed by the vCPU's own thread within its keep window: served before
+ * its next KVM_RUN, never queued; outside it: queued. */
+START_TEST(self_timer_near_deadline_kept)
+{
+	fake_keep = 3000;
+	vcpu_self = v;
+	timer_setup(APIC_LVT_TIMER_ONESHOT, 1);
+	ck_assert(v->lapic.timer_self);
+	ck_assert_uint_eq(timer_armed, 0);
+	ck_assert_uint_eq(lapic_timer_entry_due(v, fake_now, fake_keep),
+			  fake_now + 1);
+	fake_now += 1;
+	lapic_timer_expire(v);
+	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	ck_assert_uint_eq(lapic_timer_entry_due(v, fake_now, fake_keep), 0);
+	ck_assert(!v->lapic.timer_self);
+	mmio_write(APIC_REG_TIMER_ICR, 1000000);
+	ck_assert(!v->lapic.timer_self);
+	ck_assert_uint_eq(timer_armed, fake_now + 1000000);
+	fake_keep = 0; /* --vcpu-timers housekeeping */
+	mmio_write(APIC_REG_TIMER_ICR, 1);
+	ck_assert(!v->lapic.timer_self);
+	ck_assert_uint_eq(timer_armed, fake_now + 1);
+}
+END_TEST
+
 START_TEST(tsc_deadline_switch_clears)
 {
 	uint64_t val = 1;
@@ -407,6 +518,10 @@ static Suite *lapic_suite(void)
 	tcase_add_test(tc, periodic_to_oneshot_keeps_count);
 	tcase_add_test(tc, expired_oneshot_stays_zero);
 	tcase_add_test(tc, tsc_deadline_switch_clears);
+	tcase_add_test(tc, self_timer_served_in_hlt);
+	tcase_add_test(tc, self_timer_back_to_housekeeping);
+	tcase_add_test(tc, self_timer_periodic_and_moved);
+	tcase_add_test(tc, self_timer_near_deadline_kept);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -50,6 +50,11 @@ struct lapic {
 	uint64_t timer_next_ns;     /* periodic: the next tick due */
 	uint64_t timer_owed;        /* periodic, CATCHUP: ticks late, owed */
 	bool timer_held;            /* the host timer is off (lapic_timer_hold) */
+	/* The deadline is served by this vCPU's own thread, not queued on
+	 * the housekeeping thread: while it waits in HLT (the timeout of its
+	 * wait), or, armed by the thread itself within its advance window,
+	 * right before its next KVM_RUN. Written by that thread only. */
+	bool timer_self;
 	/* One-shot and TSC-deadline: re-armed from the handler at a constant
 	 * period, it is a tick (timer_tick_ns: that period, 0: not a tick).
 	 * Written by this vCPU's thread, rearm_fired by the fire callback. */
@@ -102,6 +107,21 @@ uint64_t lapic_timer_tick_period(const struct lapic *l);
 uint64_t lapic_timer_tick_phase(const struct lapic *l); /* a tick's time */
 void lapic_timer_eoi(struct vcpu *v); /* the guest ended a timer interrupt */
 void lapic_timer_release(struct vcpu *v);
+/* The timer served by @v's own thread (timer_self), @v's thread only,
+ * lock held: wait_begin as it blocks in HLT (the timer leaves the
+ * housekeeping thread), wait_deadline when its wait must end for the timer
+ * (0: none), expire at or after that deadline, wait_end as it leaves HLT
+ * (the timer goes back, unless due within @keep_ns: then served before
+ * the next KVM_RUN, by lapic_timer_entry_due / expire). */
+void lapic_timer_wait_begin(struct vcpu *v);
+uint64_t lapic_timer_wait_deadline(const struct vcpu *v);
+void lapic_timer_expire(struct vcpu *v);
+void lapic_timer_wait_end(struct vcpu *v, uint64_t now, uint64_t keep_ns);
+/* Lock held, before KVM_RUN: the deadline this thread must serve before
+ * entering (0: none; a further one went back to the housekeeping
+ * thread). */
+uint64_t lapic_timer_entry_due(struct vcpu *v, uint64_t now,
+			       uint64_t keep_ns);
 const char *lapic_tick_policy_name(enum lapic_tick_policy p);
 int lapic_tick_policy_parse(const char *s, enum lapic_tick_policy *p);
 

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The local APIC timer: one-shot, periodic and TSC-deadline, at
- * GUEST_APIC_TIMER_HZ (1 ns per count at divide 1). Deadlines go to the
- * housekeeping thread; its fire callback raises the LVT vector.
+ * GUEST_APIC_TIMER_HZ (1 ns per count at divide 1). A deadline goes to the
+ * housekeeping thread, whose fire callback raises the LVT vector and kicks
+ * the vCPU; or, while the vCPU waits in HLT, it is the timeout of that
+ * wait and the vCPU's own thread raises it (timer_self: no hop through
+ * another thread on the wake path).
  */
 #include <string.h>
 
@@ -25,10 +28,53 @@ static uint32_t timer_mode(const struct lapic *l)
 	return l->lvt[0] & LVT_TIMER_MODE;
 }
 
+/* The deadline of a timer this vCPU's thread serves: another thread that
+ * moved it wakes the wait, which reads it again. */
+static void timer_self_moved(struct vcpu *v)
+{
+	if (vcpu_self == v)
+		return;
+	/* release: pairs with the acquire loads of a polling HLT
+	 * (vcpu_halt.c spin_until), after the deadline was written */
+	atomic_fetch_add_explicit(&v->wake_seq, 1, memory_order_release);
+	pthread_cond_signal(&v->wake);
+}
+
+/* Armed by the vCPU's own thread (an exit it handles) due within its
+ * keep window: served by that thread before its next KVM_RUN. */
 static void timer_arm(struct vcpu *v, uint64_t deadline_ns)
 {
-	v->lapic.timer_deadline_ns = deadline_ns ? deadline_ns : 1;
-	hk_timer_arm(&v->lapic.timer, v->lapic.timer_deadline_ns);
+	struct lapic *l = &v->lapic;
+
+	l->timer_deadline_ns = deadline_ns ? deadline_ns : 1;
+	if (!l->timer_self && vcpu_self == v &&
+	    l->timer_deadline_ns <= now_ns() + vcpu_timer_keep_ns(v) &&
+	    vcpu_timer_keep_ns(v))
+		l->timer_self = true;
+	if (l->timer_self)
+		timer_self_moved(v);
+	else
+		hk_timer_arm(&l->timer, l->timer_deadline_ns);
+}
+
+/* hk_timer_arm_quiet / _cancel_quiet, unless this vCPU's thread serves
+ * the timer. */
+static void timer_arm_quiet(struct vcpu *v, uint64_t deadline_ns)
+{
+	if (v->lapic.timer_self)
+		timer_self_moved(v);
+	else
+		hk_timer_arm_quiet(&v->lapic.timer, deadline_ns);
+}
+
+static void timer_cancel(struct vcpu *v, bool quiet)
+{
+	if (v->lapic.timer_self)
+		return; /* a wait that finds no deadline any more waits on */
+	if (quiet)
+		hk_timer_cancel_quiet(&v->lapic.timer);
+	else
+		hk_timer_cancel(&v->lapic.timer);
 }
 
 /*
@@ -82,7 +128,7 @@ void lapic_timer_stop(struct vcpu *v)
 	v->lapic.timer_owed = 0;
 	v->lapic.timer_held = false;
 	v->lapic.tsc_deadline = 0;
-	hk_timer_cancel(&v->lapic.timer);
+	timer_cancel(v, false);
 }
 
 static enum lapic_tick_policy tick_policy(const struct vcpu *v)
@@ -139,7 +185,7 @@ static void timer_periodic_run(struct vcpu *v, uint64_t now)
 	} else if (fallback != l->timer_deadline_ns) {
 		/* later than before (the grid moved on): moved quietly */
 		l->timer_deadline_ns = fallback;
-		hk_timer_arm_quiet(&l->timer, fallback);
+		timer_arm_quiet(v, fallback);
 	}
 }
 
@@ -157,21 +203,81 @@ static void timer_oneshot_fire(struct vcpu *v)
 	l->rearm_fired = true;
 }
 
-/* Housekeeping thread: @deadline_ns passed; stale unless it is still ours. */
+/* Lock held, the deadline passed and not held: what it brings. */
+static void timer_expired(struct vcpu *v)
+{
+	if (v->lapic.timer_period_ns)
+		timer_periodic_run(v, now_ns());
+	else
+		timer_oneshot_fire(v);
+}
+
+/* Housekeeping thread: @deadline_ns passed; stale unless it is still ours
+ * (and not taken over by the vCPU's own thread meanwhile). */
 static void lapic_timer_fire(struct hk_timer *t, uint64_t deadline_ns)
 {
 	struct lapic *l = container_of(t, struct lapic, timer);
 	struct vcpu *v = container_of(l, struct vcpu, lapic);
 
 	pthread_mutex_lock(&v->lock);
-	if (l->timer_deadline_ns == deadline_ns && !l->timer_held) {
-		if (l->timer_period_ns) {
-			timer_periodic_run(v, now_ns());
-		} else {
-			timer_oneshot_fire(v);
-		}
-	}
+	if (l->timer_deadline_ns == deadline_ns && !l->timer_held &&
+	    !l->timer_self)
+		timer_expired(v);
 	pthread_mutex_unlock(&v->lock);
+}
+
+void lapic_timer_wait_begin(struct vcpu *v)
+{
+	struct lapic *l = &v->lapic;
+
+	if (l->timer_self)
+		return;
+	l->timer_self = true;
+	/* quiet: the host timer moves off it, no wake-up for nothing */
+	if (l->timer.heap_idx != HK_NOT_QUEUED)
+		hk_timer_cancel_quiet(&l->timer);
+}
+
+uint64_t lapic_timer_wait_deadline(const struct vcpu *v)
+{
+	const struct lapic *l = &v->lapic;
+
+	return l->timer_self && !l->timer_held ? l->timer_deadline_ns : 0;
+}
+
+void lapic_timer_expire(struct vcpu *v)
+{
+	struct lapic *l = &v->lapic;
+
+	if (!l->timer_deadline_ns || l->timer_held)
+		return;
+	v->stats.timer_self_fired++;
+	timer_expired(v); /* timer_self still set: a re-arm stays here */
+}
+
+void lapic_timer_wait_end(struct vcpu *v, uint64_t now, uint64_t keep_ns)
+{
+	struct lapic *l = &v->lapic;
+
+	if (!l->timer_self)
+		return;
+	if (l->timer_deadline_ns && !l->timer_held &&
+	    l->timer_deadline_ns <= now + keep_ns)
+		return; /* served before the next KVM_RUN */
+	l->timer_self = false;
+	if (l->timer_deadline_ns && !l->timer_held)
+		hk_timer_arm(&l->timer, l->timer_deadline_ns);
+}
+
+uint64_t lapic_timer_entry_due(struct vcpu *v, uint64_t now,
+			       uint64_t keep_ns)
+{
+	struct lapic *l = &v->lapic;
+
+	if (!l->timer_self)
+		return 0;
+	lapic_timer_wait_end(v, now, keep_ns);
+	return l->timer_self ? l->timer_deadline_ns : 0;
 }
 
 /*
@@ -193,7 +299,7 @@ bool lapic_timer_hold(struct vcpu *v)
 	    l->timer_owed)
 		return false;
 	l->timer_held = true;
-	hk_timer_cancel_quiet(&l->timer); /* off for long: no wake-up for it */
+	timer_cancel(v, true); /* off for long: no wake-up for it */
 	return true;
 }
 
