@@ -233,9 +233,9 @@ void lapic_timer_wait_begin(struct vcpu *v)
 	if (l->timer_self)
 		return;
 	l->timer_self = true;
-	/* quiet: the host timer moves off it, no wake-up for nothing */
-	if (l->timer.heap_idx != HK_NOT_QUEUED)
-		hk_timer_cancel_quiet(&l->timer);
+	/* quiet: the host timer moves off it, no wake-up for nothing (its
+	 * queue position is the housekeeping lock's: not looked at here) */
+	hk_timer_cancel_quiet(&l->timer);
 }
 
 uint64_t lapic_timer_wait_deadline(const struct vcpu *v)
