@@ -32,13 +32,14 @@ import argparse
 import json
 import os
 import select
-import shlex
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import time
+
+from benchstats import parse_setup  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -63,13 +64,6 @@ def proc_ctxt(pid):
     return total
 
 
-def parse_setup(spec):
-    """NAME=ARGS -> (NAME, [args]); ValueError when malformed."""
-    name, eq, rest = spec.partition("=")
-    name = name.strip()
-    if not eq or not name or any(c.isspace() for c in name):
-        raise ValueError(f"--setup {spec!r}: expected NAME=ARGS")
-    return name, shlex.split(rest)
 
 
 def setups(build, image, want, baseline=None, extra=()):

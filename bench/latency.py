@@ -59,13 +59,14 @@ import json
 import os
 import re
 import select
-import shlex
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from benchstats import parse_setup, vmm_binary, pct, spread, loadavg  # noqa: E402
 
 SAMPLES = re.compile(r"pingpong: (sleep|ipiwake): samples=([0-9,]+) ns")
 PATHS = (("timer", "sleep"), ("serial", "echo"), ("ipi", "ipiwake"))
@@ -177,12 +178,6 @@ def failure(rc, out, err):
     return f"exit {rc}: {tail[:80]}"
 
 
-def pct(sorted_vals, p):
-    """Nearest-rank percentile of a sorted list."""
-    if not sorted_vals:
-        return None
-    k = max(1, -(-len(sorted_vals) * p // 100))
-    return sorted_vals[int(k) - 1]
 
 
 def count_from_full(log):
@@ -275,18 +270,8 @@ class Setup:
         self.sysidle = "--sysidle" in extra
 
 
-def parse_setup(spec):
-    """NAME=ARGS -> (NAME, [args]); ValueError when malformed."""
-    name, eq, rest = spec.partition("=")
-    name = name.strip()
-    if not eq or not name or any(c.isspace() for c in name):
-        raise ValueError(f"--setup {spec!r}: expected NAME=ARGS")
-    return name, shlex.split(rest)
 
 
-def vmm_binary(path):
-    """A VMM binary, or a build directory holding one."""
-    return os.path.join(path, "vmm") if os.path.isdir(path) else path
 
 
 def wake_setups(a):
@@ -363,12 +348,6 @@ def echo_timed(a, cmd):
     return samples, "ok", r
 
 
-def spread(vals):
-    """{median, min, max} of per-run figures, or Nones."""
-    if not vals:
-        return {"median": None, "min": None, "max": None}
-    return {"median": statistics.median(vals), "min": min(vals),
-            "max": max(vals)}
 
 
 def wake(a, tmp):
@@ -534,8 +513,6 @@ def stop_load():
     LOAD.clear()
 
 
-def loadavg():
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def main():

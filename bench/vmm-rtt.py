@@ -34,7 +34,6 @@ import json
 import os
 import re
 import select
-import shlex
 import shutil
 import signal
 import statistics
@@ -42,24 +41,16 @@ import subprocess
 import sys
 import time
 
+from benchstats import parse_setup, vmm_binary, pct, spread, loadavg  # noqa: E402
+
 RESULT = re.compile(
     r"pingpong: (ipi|timer): rounds=(\d+) min=(\d+) median=(\d+) max=(\d+) ns")
 SAMPLES = re.compile(r"pingpong: (ipi|timer): samples=([0-9,]+) ns")
 DEFAULT_SETUPS = ("vmm", "qemu-irqchip-off", "qemu-irqchip-on")
 
 
-def parse_setup(spec):
-    """NAME=ARGS -> (NAME, [args]); ValueError when malformed."""
-    name, eq, rest = spec.partition("=")
-    name = name.strip()
-    if not eq or not name or any(c.isspace() for c in name):
-        raise ValueError(f"--setup {spec!r}: expected NAME=ARGS")
-    return name, shlex.split(rest)
 
 
-def vmm_binary(path):
-    """A VMM binary, or a build directory holding one."""
-    return os.path.join(path, "vmm") if os.path.isdir(path) else path
 
 
 def make_setups(args, image):
@@ -167,24 +158,10 @@ def run_one(cmd, ok_status, timeout):
     return [int(x) for x in s.group(2).split(",")], "ok", cpu, wall
 
 
-def pct(sorted_vals, p):
-    """Nearest-rank percentile of a sorted list."""
-    if not sorted_vals:
-        return None
-    k = max(1, -(-len(sorted_vals) * p // 100))
-    return sorted_vals[int(k) - 1]
 
 
-def spread(vals):
-    """{median, min, max} of per-run figures, or Nones."""
-    if not vals:
-        return {"median": None, "min": None, "max": None}
-    return {"median": statistics.median(vals), "min": min(vals),
-            "max": max(vals)}
 
 
-def loadavg():
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def main():

@@ -33,7 +33,7 @@
 
 /* Latency defaults (bench/latency.py, bench/vmm-rtt.py). */
 #define HALT_POLL_DEFAULT_NS 200000
-#define TIMER_ADVANCE_DEFAULT_NS 0
+#define TIMER_ADVANCE_DEFAULT_NS 50000
 #define SCHED_SLICE_DEFAULT_US 100
 #define VMM_STR_(x) #x
 #define VMM_STR(x) VMM_STR_(x)
@@ -155,7 +155,8 @@ static const char usage_text[] =
 "  --timer-advance-ns NS  a halted vCPU wakes up to NS ns before its LAPIC\n"
 "                     timer deadline and spins to it, the lead tuned to how\n"
 "                     late its wake-ups come (as KVM's\n"
-"                     lapic_timer_advance_ns); 0: none. Default " VMM_STR(TIMER_ADVANCE_DEFAULT_NS) "\n"
+"                     lapic_timer_advance_ns); never delivered early; 0:\n"
+"                     none. Default " VMM_STR(TIMER_ADVANCE_DEFAULT_NS) "\n"
 "  --vcpu-timers self|housekeeping\n"
 "                     self (default): a halted vCPU's LAPIC timer is the\n"
 "                     timeout of its own wait, no other thread on its wake\n"

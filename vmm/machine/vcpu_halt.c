@@ -7,8 +7,8 @@
  *    serves it again once the vCPU runs (lapic_timer_wait_end).
  *  - Timer advance (--timer-advance-ns): the wait ends a little before
  *    the deadline and the thread spins to it, the lead tuned to how late
- *    its wake-ups come (as KVM's lapic_timer_advance_ns); a deadline the
- *    thread arms itself within that lead is served before its next
+ *    its wake-ups come (as KVM's lapic_timer_advance_ns). A deadline the
+ *    thread arms itself a few microseconds on is served before its next
  *    KVM_RUN (vcpu_timer_entry).
  *  - Halt polling (--halt-poll-ns): before blocking, the thread watches
  *    for an event for a window that grows and shrinks as KVM's
@@ -35,10 +35,11 @@ static const struct machine_config *cfg_of(const struct vcpu *v)
 	return v->vm->cfg ? v->vm->cfg : &none;
 }
 
+/* Only a deadline this near: a vCPU with an interrupt to take does not
+ * spin for a timer (the advance is for a vCPU with nothing else to do). */
 uint64_t vcpu_timer_keep_ns(const struct vcpu *v)
 {
-	return cfg_of(v)->timers_on_housekeeping ? 0 :
-	       v->advance_ns + TIMER_SELF_SLACK_NS;
+	return cfg_of(v)->timers_on_housekeeping ? 0 : TIMER_SELF_SLACK_NS;
 }
 
 static inline void cpu_relax(void)
