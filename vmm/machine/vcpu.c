@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
-
 #include <sys/prctl.h>
 
 #include "base/housekeeping.h"
