@@ -45,11 +45,12 @@ static void timer_self_moved(struct vcpu *v)
 static void timer_arm(struct vcpu *v, uint64_t deadline_ns)
 {
 	struct lapic *l = &v->lapic;
+	uint64_t keep;
 
 	l->timer_deadline_ns = deadline_ns ? deadline_ns : 1;
 	if (!l->timer_self && vcpu_self == v &&
-	    l->timer_deadline_ns <= now_ns() + vcpu_timer_keep_ns(v) &&
-	    vcpu_timer_keep_ns(v))
+	    (keep = vcpu_timer_keep_ns(v)) &&
+	    l->timer_deadline_ns <= now_ns() + keep)
 		l->timer_self = true;
 	if (l->timer_self)
 		timer_self_moved(v);
