@@ -36,5 +36,16 @@ def spread(vals):
             "max": max(vals)}
 
 
+def check_setups(prog, names, what="setup"):
+    """Exits with a message when a setup name is used twice or there is
+    none to run."""
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise SystemExit(f"{prog}: setup names used twice: "
+                         f"{', '.join(sorted(dup))}")
+    if not names:
+        raise SystemExit(f"{prog}: no {what} to run")
+
+
 def loadavg():
     return [round(x, 2) for x in os.getloadavg()]

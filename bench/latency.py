@@ -66,7 +66,7 @@ import sys
 import tempfile
 import time
 
-from benchstats import parse_setup, vmm_binary, pct, spread, loadavg  # noqa: E402
+from benchstats import check_setups, parse_setup, vmm_binary, pct, spread, loadavg  # noqa: E402
 
 SAMPLES = re.compile(r"pingpong: (sleep|ipiwake): samples=([0-9,]+) ns")
 PATHS = (("timer", "sleep"), ("serial", "echo"), ("ipi", "ipiwake"))
@@ -295,12 +295,7 @@ def wake_setups(a):
         out += [Setup("base", old, [], a.hz),
                 Setup("base-sysidle", old, ["--sysidle"], a.hz)]
     out += [Setup(name, a.vmm, extra, a.hz) for name, extra in a.setup]
-    names = [s.name for s in out]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        sys.exit(f"latency: setup names used twice: {', '.join(sorted(dup))}")
-    if not out:
-        sys.exit("latency: no wake setup to run")
+    check_setups("latency", [s.name for s in out], "wake setup")
     return out
 
 

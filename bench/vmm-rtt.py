@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 
-from benchstats import parse_setup, vmm_binary, pct, spread, loadavg  # noqa: E402
+from benchstats import check_setups, parse_setup, vmm_binary, pct, spread, loadavg  # noqa: E402
 
 RESULT = re.compile(
     r"pingpong: (ipi|timer): rounds=(\d+) min=(\d+) median=(\d+) max=(\d+) ns")
@@ -95,12 +95,7 @@ def make_setups(args, image):
         if not os.access(vmm, os.X_OK):
             sys.exit(f"vmm-rtt: {vmm} not found: build first")
         out.append((name, vmm_cmd(vmm, extra), 0))
-    names = [n for n, _, _ in out]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        sys.exit(f"vmm-rtt: setup names used twice: {', '.join(sorted(dup))}")
-    if not out:
-        sys.exit("vmm-rtt: no setup to run")
+    check_setups("vmm-rtt", [n for n, _, _ in out])
     return out
 
 
