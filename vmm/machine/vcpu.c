@@ -30,15 +30,27 @@
 #define SIG_VCPU_KICK SIGUSR1 /* SIGUSR2 is the outside world's (main.c) */
 #define VCPU_STACK_SIZE (256u << 10)
 
-static __thread struct kvm_run *kick_run;
 __thread struct vcpu *vcpu_self;
 
-/* A kick that lands outside KVM_RUN makes the next KVM_RUN return at once. */
+/* The kick's signal only has to interrupt KVM_RUN: the kicker has set
+ * immediate_exit itself (see vcpu_kick_run), so the handler does nothing.
+ * It must not rely on running at once: a sanitizer may defer it to the
+ * thread's next library call, after KVM_RUN has started. */
 static void vcpu_kick_handler(int sig)
 {
 	(void)sig;
-	if (kick_run)
-		kick_run->immediate_exit = 1;
+}
+
+/* Interrupt @v's KVM_RUN, or make its next one return at once. Caller
+ * holds v->lock and has seen v->in_run set. */
+static void vcpu_kick_run(struct vcpu *v)
+{
+	/* release: KVM reads the flag as KVM_RUN starts; a KVM_RUN already
+	 * under way is ended by the signal. Pairs with the store of 0 in
+	 * vcpu_run_once after KVM_RUN returns; a flag set after that store
+	 * only costs one KVM_RUN that returns EINTR. */
+	__atomic_store_n(&v->run->immediate_exit, 1, __ATOMIC_RELEASE);
+	pthread_kill(v->thread, SIG_VCPU_KICK);
 }
 
 /* Caller holds v->lock and has just posted an event for @v. */
@@ -55,7 +67,7 @@ void vcpu_kick_for(struct vcpu *v, int reason)
 	if (v->state != VCPU_RUNNING)
 		pthread_cond_signal(&v->wake);
 	else if (atomic_load(&v->in_run)) /* pairs with the store before the injection check in vcpu_run_once, under v->lock as here */
-		pthread_kill(v->thread, SIG_VCPU_KICK);
+		vcpu_kick_run(v);
 }
 
 void vcpu_kick(struct vcpu *v)
@@ -314,7 +326,10 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 	atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge: a late kick only sets immediate_exit, cleared below */
 	if (v->vm->idle)
 		v->vm->idle->run_done(v, false);
-	v->run->immediate_exit = 0;
+	/* relaxed: pairs with the release store in vcpu_kick_run; a kick
+	 * that raced this KVM_RUN's return has posted its event, which the
+	 * next vcpu_run_once sees under v->lock */
+	__atomic_store_n(&v->run->immediate_exit, 0, __ATOMIC_RELAXED);
 	vcpu_sync_cr8(v);
 	if (r < 0) {
 		if (errno == EINTR || errno == EAGAIN) {
@@ -388,7 +403,6 @@ static void *vcpu_thread(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	/* relaxed: read by status snapshots only (a TID, no ordering). */
 	__atomic_store_n(&v->tid, (int)gettid(), __ATOMIC_RELAXED);
-	kick_run = v->run;
 	vcpu_self = v;
 	/* Its LAPIC timer is the timeout of its HLT wait: no timer slack
 	 * (50 us by default) on a guest's deadline. */
@@ -423,7 +437,7 @@ static void *vcpu_thread(void *arg)
 }
 
 /* Caller: the main thread, with SIG_VCPU_KICK blocked (threads inherit it
- * and unblock it themselves once kick_run is set). */
+ * and unblock it themselves once they run). */
 int vcpus_start(struct vm *vm)
 {
 	struct sigaction sa = { .sa_handler = vcpu_kick_handler };
@@ -469,7 +483,7 @@ void vcpus_nudge(struct vm *vm)
 						  memory_order_release);
 			pthread_cond_broadcast(&v->wake);
 			if (atomic_load(&v->in_run)) /* pairs with the stores in vcpu_run_once, under v->lock as here */
-				pthread_kill(v->thread, SIG_VCPU_KICK);
+				vcpu_kick_run(v);
 		}
 		pthread_mutex_unlock(&v->lock);
 	}
