@@ -11,6 +11,12 @@
 #   make fuzz   every fuzz target with libFuzzer (clang, ASan+UBSan) for
 #               FUZZ_SECONDS each (default 600); `make test` runs each for
 #               FUZZ_CI_SECONDS (45) and replays the corpus in every build
+#   make install  build, then install under PREFIX (default /usr/local)
+#               into DESTDIR (default: none): PREFIX=/usr for a system
+#               install whose configuration is in /etc/sysidle
+#   make install-check  a build whose prefix is $(BUILD)-install/prefix;
+#               installs there and runs the installed programs (part of
+#               `make test`)
 #   make soak   16 idle VMs with random wake-ups, control clients and
 #               hooks for 10 minutes; fails on RSS/fd growth or an unclean
 #               exit (not in CI; SOAK_OPTS="--duration 60 --vms 4": short)
@@ -25,7 +31,8 @@ FUZZ_OPTS := -Dfuzzing=true -Db_sanitize=address,undefined -Dmodel=false \
 FUZZ_SECONDS ?= 600
 FUZZ_CI_SECONDS ?= 45
 
-.PHONY: all deps build run run-library test conformance bench fuzz soak clean
+.PHONY: all deps build run run-library test conformance bench fuzz soak clean \
+	install install-check
 
 all: build
 
@@ -59,7 +66,9 @@ test: deps
 	-meson test -C $(BUILD)-asan --print-errorlogs
 	-meson test -C $(BUILD)-tsan --suite threads --suite vmm --suite libvirt --print-errorlogs
 	$(call fuzz_run,$(FUZZ_CI_SECONDS))
-	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz
+	-$(MAKE) --no-print-directory install-check
+	@python3 tools/test-summary.py $(BUILD) $(BUILD)-asan $(BUILD)-tsan \
+		$(BUILD)-fuzz $(BUILD)-install
 
 # fuzz_run SECONDS: build the fuzz targets, run each for SECONDS.
 define fuzz_run
@@ -91,6 +100,24 @@ bench: build
 	python3 bench/consolidate.py --build $(BUILD)
 	python3 bench/bridge-cost.py --build $(BUILD)
 	python3 bench/libvirt-wakeups.py --build $(BUILD)
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+# The prefix is compiled in (where the guests, the configuration and the
+# Python package are looked for), so changing it reconfigures the build.
+install: deps
+	$(call setup,$(BUILD),)
+	meson configure $(BUILD) -Dprefix=$(PREFIX)
+	ninja -C $(BUILD)
+	meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir $(DESTDIR))
+
+INSTALL_CHECK_PREFIX = $(abspath $(BUILD)-install/prefix)
+install-check: deps
+	@if [ ! -f $(BUILD)-install/build.ninja ]; then \
+		meson setup $(BUILD)-install -Dinstall_check=true -Dmodel=false \
+			--prefix=$(INSTALL_CHECK_PREFIX) $(MESON_OPTS); fi
+	ninja -C $(BUILD)-install
+	meson test -C $(BUILD)-install --suite install --print-errorlogs
 
 soak: build
 	python3 tools/soak.py --build $(BUILD) $(SOAK_OPTS)

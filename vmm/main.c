@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -29,7 +30,9 @@
 #include "machine/pause.h"
 #include "machine/pci.h"
 #include "machine/vm.h"
+#include "conffile.h"
 #include "hookrun.h" /* DEFAULT_HOOKS_DIR, --hook-timeout */
+#include "version.h"
 
 /* Latency defaults (bench/latency.py, bench/vmm-rtt.py). */
 #define HALT_POLL_DEFAULT_NS 200000
@@ -61,10 +64,17 @@ struct vm_options {
 };
 
 static const char usage_text[] =
-"Usage: vmm [options] KERNEL.elf\n"
+"Usage: sysidle-vmm [OPTION]... KERNEL\n"
 "Run a Multiboot v1 ELF32 KERNEL on KVM with a userspace interrupt controller.\n"
+"KERNEL given by a bare file name that is not in the current directory is\n"
+"looked for in " SYSIDLE_GUESTDIR " (the guests installed\n"
+"with the program: idle.elf, selftest.elf, burst.elf, pingpong.elf).\n"
 "\n"
 "Options:\n"
+"  --config FILE      read options from FILE first, one \"key = value\" per\n"
+"                     line (a long option name as the key, \"kernel = FILE\"\n"
+"                     for KERNEL; sysidle.conf(5)); the command line wins,\n"
+"                     and its --module and --device replace the file's\n"
 "  --mem SIZE         guest RAM (default 256M); SIZE is a number with an\n"
 "                     optional K, M or G suffix (no suffix: MiB); at most\n"
 "                     this host's RAM and swap together\n"
@@ -191,25 +201,28 @@ static const char usage_text[] =
 "00:00.0, PIT ports ignored.\n"
 "\n"
 "Exit status:\n"
-"  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success;\n"
-"             guests should keep their codes below 120)\n"
+"  V          the guest wrote V to port 0xf4 (V & 0xff as is; 0 = success);\n"
+"             a guest's code is never ambiguous below 110 and from 120 to\n"
+"             123 (124..127 are also timeout(1)'s and the shell's own)\n"
 "  0          also: the guest powered off through ACPI (S5)\n"
-"  120        bad option or missing kernel; --sysidle-log or --metrics-file\n"
-"             that cannot be written (a directory, a missing directory,\n"
-"             a FIFO with no reader); --control PATH that exists and is\n"
-"             not a socket (left as it is), is in use or has no directory\n"
-"  121        kernel or module unreadable or not a regular file (a FIFO,\n"
-"             device or directory is refused), not a little-endian ELF32\n"
-"             i386 executable, no multiboot header in the first 8 KiB,\n"
-"             a multiboot header requiring what the loader does not\n"
-"             provide (flags 2-15, or the a.out kludge), or RAM too small\n"
-"             for the image or module\n"
-"  122        KVM unavailable or failing, or more vCPUs than KVM allows\n"
-"  123        the guest triple-faulted (KVM_EXIT_SHUTDOWN)\n"
-"  124        emulation failure, failed VM entry or unknown exit reason\n"
-"  125        the --stats-json file cannot be written: at start (a\n"
+"  110        bad option or missing kernel; a bad --config file; a\n"
+"             --sysidle-log or --metrics-file that cannot be written (a\n"
+"             directory, a missing directory, a FIFO with no reader);\n"
+"             --control PATH that exists and is not a socket (left as it\n"
+"             is), is in use or has no directory\n"
+"  111        kernel or module missing, unreadable or not a regular file\n"
+"             (a FIFO, device or directory is refused), not a\n"
+"             little-endian ELF32 i386 executable, no multiboot header in\n"
+"             the first 8 KiB, a multiboot header requiring what the loader\n"
+"             does not provide (flags 2-15, or the a.out kludge), or RAM\n"
+"             too small for the image or module\n"
+"  112        KVM unavailable or failing, or more vCPUs than KVM allows\n"
+"  113        the guest triple-faulted (KVM_EXIT_SHUTDOWN)\n"
+"  114        emulation failure, failed VM entry or unknown exit reason\n"
+"  115        the --stats-json file cannot be written: at start (a\n"
 "             directory, a missing directory), or at exit (a FIFO with no\n"
 "             reader, a reader that took less than all of it in 1 s)\n"
+"  116-119    reserved for the VMM\n"
 "  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129),\n"
 "             also while loading\n";
 
@@ -272,6 +285,25 @@ static int parse_device(const char *name, struct vm_options *o)
 	return -1;
 }
 
+/* A KERNEL given by a bare file name that is not in the current
+ * directory: the installed guest of that name, if there is one. */
+static int find_guest(struct vm_options *o)
+{
+	static char path[PATH_MAX];
+	const char *k = o->machine.kernel;
+
+	if (strchr(k, '/') || access(k, F_OK) == 0 || errno != ENOENT)
+		return 0;
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", SYSIDLE_GUESTDIR, k) <
+	    sizeof(path) && access(path, F_OK) == 0) {
+		o->machine.kernel = path;
+		return 0;
+	}
+	fprintf(stderr, "vmm: kernel '%s': no such file in the current "
+		"directory nor in %s\n", k, SYSIDLE_GUESTDIR);
+	return -1;
+}
+
 /* The defaults that depend on the kernel and the PID: --name and
  * --control. The strings live as long as the process. */
 static int default_names(struct vm_options *o)
@@ -302,9 +334,16 @@ static int default_names(struct vm_options *o)
 	return 0;
 }
 
+/* The options being parsed: the --config file's, then the command line's. */
+static struct conf_args conf;
+
 static int usage_error(const char *fmt, const char *arg)
 {
+	const char *at = conf_origin(&conf, arg);
+
 	fputs("vmm: ", stderr);
+	if (at)
+		fprintf(stderr, "%s: ", at);
 	fprintf(stderr, fmt, arg);
 	fputs(" (see vmm --help)\n", stderr);
 	return VMM_EXIT_USAGE;
@@ -338,10 +377,13 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 		{ "vcpu-timers", required_argument, NULL, 'V' },
 		{ "sched-slice-us", required_argument, NULL, 'l' },
 		{ "interrupt-injection", required_argument, NULL, 'I' },
+		{ "config", required_argument, NULL, 'g' },
+		{ "version", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static char uuid[UUID_STR_LEN];
+	bool cli_modules = false, cli_devices = false;
 	char *end, bad[64];
 	double sec;
 	long n;
@@ -356,6 +398,10 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	o->idle.housekeeping_cpu = -1;
 	o->export.hooks_dir = DEFAULT_HOOKS_DIR;
 	o->export.hook_timeout_ns = 10000000000ull;
+	if (conf_args_build("vmm", argc, argv, NULL, longopts, "kernel", &conf))
+		return VMM_EXIT_USAGE;
+	argc = conf.argc;
+	argv = conf.argv;
 	o->machine.modules = calloc((size_t)argc, sizeof(*o->machine.modules));
 	if (!o->machine.modules)
 		return usage_error("%s", "out of memory");
@@ -380,9 +426,19 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 			o->machine.append = optarg;
 			break;
 		case 'M':
+			/* the command line's modules replace the file's */
+			if (!cli_modules && !conf_from_file(&conf, optarg)) {
+				cli_modules = true;
+				o->machine.nmodules = 0;
+			}
 			o->machine.modules[o->machine.nmodules++] = optarg;
 			break;
 		case 'D':
+			if (!cli_devices && !conf_from_file(&conf, optarg)) {
+				cli_devices = true; /* as --module */
+				memset(o->devices, 0, sizeof(o->devices));
+				o->machine.intel_iommu = false;
+			}
 			if (parse_device(optarg, o))
 				return usage_error("--device '%s': expected "
 						   "one of: " DEVICE_NAMES,
@@ -519,6 +575,12 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 			else
 				o->sched_slice_ns = (uint64_t)n * 1000u;
 			break;
+		case 'g': /* read by conf_args_build */
+			break;
+		case 'v':
+			sysidle_version_print(stdout, "sysidle-vmm");
+			free(o->machine.modules);
+			exit(0);
 		case 'h':
 			fputs(usage_text, stdout);
 			free(o->machine.modules);
@@ -537,11 +599,16 @@ static int parse_options(int argc, char **argv, struct vm_options *o)
 	    o->machine.lapic_tick_policy == LAPIC_TICK_HONOUR))
 		return usage_error("%s", "--lapic-tick-max-hold needs --sysidle "
 				   "and --lapic-tick-policy catchup or discard");
-	if (optind >= argc)
-		return usage_error("%s", "missing KERNEL.elf");
 	if (optind + 1 < argc)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
-	o->machine.kernel = argv[optind];
+	if (optind < argc)
+		o->machine.kernel = argv[optind];
+	else if (conf.positional)
+		o->machine.kernel = conf.positional; /* the file's "kernel" */
+	else
+		return usage_error("%s", "missing KERNEL");
+	if (find_guest(o))
+		return VMM_EXIT_IMAGE;
 	return default_names(o);
 }
 

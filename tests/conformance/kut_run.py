@@ -21,8 +21,8 @@ has (VMM_CPU_FLAGS: +x2apic, -tsc-deadline, x2apic=off, ...) go to its
 The guest's code (written to the isa-debug-exit port, returned by the VMM
 as its exit status; QEMU returns it as (code << 1) | 1, which is why the
 suite writes 77 >> 1 for a skip and 127 >> 1 for an abort): 0 PASS, 38
-SKIP, 63 FAIL (aborted), other codes below 120 FAIL; the VMM's own
-statuses are named (120 usage, 121 image, 122 KVM, 123 triple fault, 124
+SKIP, 63 FAIL (aborted), other codes below 110 FAIL; the VMM's own
+statuses are named (110 usage, 111 image, 112 KVM, 113 triple fault, 114
 emulation failure; 128+N signal), and a run past its timeout is TIMEOUT.
 
   --expected FILE  run only the sections listed there (one per line, #
@@ -54,9 +54,9 @@ ALWAYS_DEVICES = ["pc-testdev"]
 # returns the code as written.
 KUT_SKIP = 77 >> 1
 KUT_ABORT = 127 >> 1
-VMM_STATUS = {120: "usage error", 121: "bad image", 122: "KVM failure",
-              123: "triple fault", 124: "emulation failure",
-              125: "stats not written"}
+VMM_STATUS = {110: "usage error", 111: "bad image", 112: "KVM failure",
+              113: "triple fault", 114: "emulation failure",
+              115: "stats not written"}
 
 
 def suite_dir(arg):

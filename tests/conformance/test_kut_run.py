@@ -76,7 +76,7 @@ EXPECT = {
     "code1": ("FAIL", "exit 1"),
     "selfskip": ("SKIP", "skipped itself"),
     "abort": ("FAIL", "the test aborted"),
-    "triple": ("FAIL", "vmm: triple fault (123)"),
+    "triple": ("FAIL", "vmm: triple fault (113)"),
     "hang": ("TIMEOUT", "after 1 s"),
     "nodef": ("SKIP", "nodefault group"),
     "i386": ("SKIP", "arch i386"),

@@ -3,7 +3,7 @@
  * Fuzz target: the Multiboot loader (loader.c, multiboot_elf.c). The input
  * is the kernel file, loaded with one module into 2 MiB of guest RAM (the
  * ACPI tables are left out). Invariants: an image is either refused (the
- * VM's exit status says 121) or loaded: its entry point set, the last
+ * VM's exit status says 111) or loaded: its entry point set, the last
  * PT_LOAD segment's bytes in RAM as in the file and its bss zero, the
  * multiboot info and the module inside RAM.
  */

@@ -424,9 +424,9 @@ def test_bad_requests(sock):
 def test_in_use(tmp, sock, c):
     rc, out, err = vmmtest.run(["--control", sock, "--append", "hz=250",
                                 tool("idle.elf")], timeout=30)
-    check(rc == 120 and "control socket %s is in use" % sock in err and
+    check(rc == 110 and "control socket %s is in use" % sock in err and
           len(err.strip().splitlines()) == 1,
-          "a second VMM on the same --control path: exit 120, 'is in use'",
+          "a second VMM on the same --control path: exit 110, 'is in use'",
           "exit %s\n%s" % (rc, err))
     r = c.request({"cmd": "status"})
     check(os.path.exists(sock) and isinstance(r, dict) and r.get("ok"),
@@ -436,15 +436,15 @@ def test_in_use(tmp, sock, c):
         fh.write("x")
     rc, out, err = vmmtest.run(["--control", f, tool("idle.elf")],
                                timeout=30)
-    check(rc == 120 and "control socket %s" % f in err and
+    check(rc == 110 and "control socket %s" % f in err and
           "not a socket" in err and os.path.exists(f),
-          "--control on a regular file: exit 120, the file is left alone",
+          "--control on a regular file: exit 110, the file is left alone",
           "exit %s\n%s" % (rc, err))
     d = os.path.join(tmp, "missing-dir", "s.sock")
     rc, out, err = vmmtest.run(["--control", d, tool("idle.elf")],
                                timeout=30)
-    check(rc == 120 and "control socket %s" % d in err,
-          "--control in a missing directory: exit 120, one clear line",
+    check(rc == 110 and "control socket %s" % d in err,
+          "--control in a missing directory: exit 110, one clear line",
           "exit %s\n%s" % (rc, err))
 
 

@@ -246,10 +246,10 @@ def test_bad_uuid():
                 "{0f4c1a2b-3c4d-5e6f-8a9b-0123456789ab}", ""]:
         rc, out, err = vmmtest.run(["--uuid", bad, "--control", "none",
                                     tool("idle.elf")])
-        check(rc == 120 and err.startswith("vmm: --uuid '%s': expected a "
+        check(rc == 110 and err.startswith("vmm: --uuid '%s': expected a "
                                            "uuid" % bad) and
               err.count("\n") == 1,
-              "--uuid %r: exit 120, one line naming the option" % bad,
+              "--uuid %r: exit 110, one line naming the option" % bad,
               "exit %s\n%s" % (rc, err))
 
 

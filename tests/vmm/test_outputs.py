@@ -83,12 +83,12 @@ def test_stats_fifo_no_reader(tmp):
     vm = Vm(["--control", "none", "--stats-json", fifo, "--append",
              "stay=1", hello()])
     up = vm.wait_line("^hello", START_TIMEOUT) is not None
-    ok, detail = stop_within(vm, 125, "--stats-json FIFO, no reader")
+    ok, detail = stop_within(vm, 115, "--stats-json FIFO, no reader")
     errs = vmm_errors(vm.err)
     check(up and ok and len(errs) == 1 and fifo in errs[0] and
           "FIFO with no reader" in errs[0],
           "--stats-json on a FIFO with no reader: the VM runs, SIGTERM "
-          "ends it at once with 125 and one clear message", detail)
+          "ends it at once with 115 and one clear message", detail)
 
 
 def test_stats_fifo_reader(tmp):
@@ -124,7 +124,7 @@ def test_stats_fifo_stalled(tmp):
         vm = Vm(["--control", "none", "--cpus", "16", "--stats-json", fifo,
                  "--append", "stay=1", hello()])
         up = vm.wait_line("^hello", START_TIMEOUT) is not None
-        ok, detail = stop_within(vm, 125, "--stats-json FIFO, stalled")
+        ok, detail = stop_within(vm, 115, "--stats-json FIFO, stalled")
         got = len(read_all(r))
     finally:
         os.close(r)
@@ -133,7 +133,7 @@ def test_stats_fifo_stalled(tmp):
     check(up and ok and len(errs) == 1 and m and
           int(m.group(1)) == got < int(m.group(2)),
           "--stats-json on a FIFO whose reader stalls: abandoned after "
-          "its bound, exit 125, a message saying how much was taken",
+          "its bound, exit 115, a message saying how much was taken",
           "%s\npipe held %d bytes" % (detail, got))
 
 
@@ -144,9 +144,9 @@ def test_stats_bad_path(tmp):
         rc, out, err = run(["--control", "none", "--stats-json", path,
                             "--append", "stay=1", hello()], timeout=10)
         errs = vmm_errors(err)
-        check(rc == 125 and "hello" not in out and len(errs) == 1 and
+        check(rc == 115 and "hello" not in out and len(errs) == 1 and
               path in errs[0] and says in errs[0],
-              "--stats-json %s: refused at start (125, the guest never "
+              "--stats-json %s: refused at start (115, the guest never "
               "runs): %s" % ("in a missing directory" if says[0] == "d"
                              else "a directory", says),
               "exit %s\nstdout %r\n%s" % (rc, out[:200], err))
@@ -160,9 +160,9 @@ def test_log_fifo_no_reader(tmp):
                         fifo, "--append", "stay=1", hello()], timeout=10)
     took = time.monotonic() - t0
     errs = vmm_errors(err)
-    check(rc == 120 and took < STOP_BOUND and len(errs) == 1 and
+    check(rc == 110 and took < STOP_BOUND and len(errs) == 1 and
           fifo in errs[0] and "FIFO with no reader" in errs[0],
-          "--sysidle-log on a FIFO with no reader: refused at once (120, "
+          "--sysidle-log on a FIFO with no reader: refused at once (110, "
           "a clear message), no hang in open",
           "exit %s after %.2f s\n%s" % (rc, took, err))
 
@@ -237,9 +237,9 @@ def test_metrics(tmp):
     rc, out, err = run(["--control", "none", "--metrics-file", path,
                         "--append", "stay=1", hello()], timeout=10)
     errs = vmm_errors(err)
-    check(rc == 120 and "hello" not in out and len(errs) == 1 and
+    check(rc == 110 and "hello" not in out and len(errs) == 1 and
           path in errs[0] and "does not exist" in errs[0],
-          "--metrics-file in a missing directory: refused at start (120)",
+          "--metrics-file in a missing directory: refused at start (110)",
           "exit %s\n%s" % (rc, err))
     fifo = os.path.join(tmp, "metrics-fifo")
     os.mkfifo(fifo)
@@ -267,17 +267,17 @@ def test_control(tmp):
                             hello()], timeout=10)
         took = time.monotonic() - t0
         errs = vmm_errors(err)
-        check(rc == 120 and took < STOP_BOUND and len(errs) == 1 and
+        check(rc == 110 and took < STOP_BOUND and len(errs) == 1 and
               path in errs[0] and "is %s, not a socket" % kind in errs[0]
               and is_kind(os.lstat(path).st_mode),
-              "--control on %s: refused at once (120), says what is "
+              "--control on %s: refused at once (110), says what is "
               "there, leaves it as it is" % kind,
               "exit %s after %.2f s\n%s" % (rc, took, err))
     path = os.path.join(tmp, "no-such-dir", "c.sock")
     rc, out, err = run(["--control", path, "--append", "stay=1", hello()],
                        timeout=10)
     errs = vmm_errors(err)
-    check(rc == 120 and len(errs) == 1 and "does not exist" in errs[0],
+    check(rc == 110 and len(errs) == 1 and "does not exist" in errs[0],
           "--control in a missing directory: refused, says so",
           "exit %s\n%s" % (rc, err))
 

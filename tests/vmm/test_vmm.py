@@ -23,8 +23,8 @@ vmmtest.init(sys.argv)
 VMM, GUESTS, TOOLS = vmmtest.VMM, vmmtest.GUESTS, vmmtest.TOOLS
 RUN_TIMEOUT = 30          # seconds, any single run
 
-STATUS = {"usage": 120, "image": 121, "kvm": 122, "triple": 123,
-          "internal": 124, "stats": 125, "sigint": 130, "sigterm": 143}
+STATUS = {"usage": 110, "image": 111, "kvm": 112, "triple": 113,
+          "internal": 114, "stats": 115, "sigint": 130, "sigterm": 143}
 
 
 def guest(name):
@@ -37,7 +37,7 @@ def expect(args, status, stderr_has, what, stdout_has=None, one_line=True,
     lines = [l for l in err.splitlines() if l.startswith("vmm: ")
              and not l.startswith("vmm: warning")]
     ok = rc == status and stderr_has in err
-    if one_line and status >= 120:
+    if one_line and status >= 110:
         ok = ok and len(lines) == 1
     if stdout_has is not None:
         ok = ok and stdout_has in out
@@ -52,23 +52,23 @@ def test_options():
                           ["--mem", "--cpus", "--append", "--module",
                            "--cpu FLAGS",
                            "--stats-json", "--help", "Exit status",
-                           "120", "121", "122", "123", "124", "125",
+                           "110", "111", "112", "113", "114", "115",
                            "128+SIG"]),
           "--help documents every option and the exit statuses", out)
-    expect(["--cpus", "0", h], 120, "--cpus '0'", "--cpus 0")
-    expect(["--cpus", "5000", h], 120, "--cpus '5000'", "--cpus 5000")
-    expect(["--cpus", "two", h], 120, "--cpus 'two'", "--cpus two")
-    expect(["--mem", "lots", h], 120, "--mem 'lots'", "--mem lots")
-    expect(["--bogus", h], 120, "unknown option '--bogus'", "unknown option")
-    expect(["--cpu", "-x2apic,+avx", h], 120, "--cpu: '+avx'",
+    expect(["--cpus", "0", h], 110, "--cpus '0'", "--cpus 0")
+    expect(["--cpus", "5000", h], 110, "--cpus '5000'", "--cpus 5000")
+    expect(["--cpus", "two", h], 110, "--cpus 'two'", "--cpus two")
+    expect(["--mem", "lots", h], 110, "--mem 'lots'", "--mem lots")
+    expect(["--bogus", h], 110, "unknown option '--bogus'", "unknown option")
+    expect(["--cpu", "-x2apic,+avx", h], 110, "--cpu: '+avx'",
            "--cpu with a feature it does not have")
-    expect(["--cpu", "x2apic", h], 120, "--cpu: 'x2apic'",
+    expect(["--cpu", "x2apic", h], 110, "--cpu: 'x2apic'",
            "--cpu with a feature without + or -")
     with open("/proc/meminfo") as f:
         kb = sum(int(l.split()[1]) for l in f
                  if l.startswith(("MemTotal:", "SwapTotal:")))
     too_much = "%dG" % (2 * kb // (1 << 20) + 1)
-    expect(["--mem", too_much, h], 120, "more than this host has",
+    expect(["--mem", too_much, h], 110, "more than this host has",
            "--mem %s, twice this host's RAM and swap: refused" % too_much)
     many = 8 * (os.cpu_count() or 1) + 1
     if many <= 1024:
@@ -76,23 +76,23 @@ def test_options():
         check(rc == 0 and "vCPUs per host CPU" in err and "hello" in out,
               "--cpus %d, more than 8 per host CPU: a warning, and it runs"
               % many, "exit %s\n%s%s" % (rc, out, err))
-    expect([], 120, "missing KERNEL.elf", "no kernel")
-    expect([h, h], 120, "unexpected argument", "two kernels")
-    expect(["--cpus"], 120, "needs an argument", "--cpus without value")
-    expect(["--device", "nosuch", h], 120,
+    expect([], 110, "missing KERNEL", "no kernel")
+    expect([h, h], 110, "unexpected argument", "two kernels")
+    expect(["--cpus"], 110, "needs an argument", "--cpus without value")
+    expect(["--device", "nosuch", h], 110,
            "--device 'nosuch': expected one of: pc-testdev", "--device nosuch")
     expect(["--device", "pc-testdev", "--device", "pc-testdev", h], 0, "",
            "--device pc-testdev, twice", stdout_has="hello")
-    expect(["--mem", "1K", h], 121, "RAM too small for the image",
+    expect(["--mem", "1K", h], 111, "RAM too small for the image",
            "--mem 1K")
 
 
 def test_images(tmp):
-    expect(["/nonexistent/k.elf"], 121, "cannot read kernel", "missing file")
+    expect(["/nonexistent/k.elf"], 111, "cannot read kernel", "missing file")
     notelf = os.path.join(tmp, "notelf.elf")
     with open(notelf, "w") as f:
         f.write("this is not an ELF file\n" * 10)
-    expect([notelf], 121, "is not an ELF file", "not an ELF")
+    expect([notelf], 111, "is not an ELF file", "not an ELF")
     with open(guest("hello"), "rb") as f:
         img = f.read()
     for cut, msg in [(40, "truncated ELF header"),
@@ -101,12 +101,12 @@ def test_images(tmp):
         path = os.path.join(tmp, "trunc%d.elf" % cut)
         with open(path, "wb") as f:
             f.write(img[:cut])
-        expect([path], 121, msg, "ELF cut at %d bytes" % cut)
+        expect([path], 111, msg, "ELF cut at %d bytes" % cut)
     elf64 = os.path.join(tmp, "elf64.elf")
     with open(elf64, "wb") as f:
         f.write(img[:4] + b"\x02" + img[5:])
-    expect([elf64], 121, "is not an ELF32 i386 image", "ELF64 header")
-    expect([guest("nomb")], 121, "no multiboot header", "no multiboot header")
+    expect([elf64], 111, "is not an ELF32 i386 image", "ELF64 header")
+    expect([guest("nomb")], 111, "no multiboot header", "no multiboot header")
     # the first PT_LOAD moved onto the ACPI tables' area
     phoff, phentsize = struct.unpack_from("<I", img, 28)[0], \
         struct.unpack_from("<H", img, 42)[0]
@@ -119,22 +119,22 @@ def test_images(tmp):
     path = os.path.join(tmp, "acpi-area.elf")
     with open(path, "wb") as f:
         f.write(bytes(low))
-    expect([path], 121, "overlaps the ACPI tables' area",
+    expect([path], 111, "overlaps the ACPI tables' area",
            "kernel over the ACPI tables refused")
-    expect(["--module", "/nonexistent/mod"], 120, "missing KERNEL.elf",
+    expect(["--module", "/nonexistent/mod"], 110, "missing KERNEL",
            "module without kernel")
-    expect(["--module", "/nonexistent/mod", guest("hello")], 121,
+    expect(["--module", "/nonexistent/mod", guest("hello")], 111,
            "cannot read module", "missing module")
     # not regular files: refused at once, a FIFO's open never blocks
     fifo = os.path.join(tmp, "kernel.fifo")
     os.mkfifo(fifo)
-    expect([fifo], 121, "is not a regular file", "a FIFO as the kernel",
+    expect([fifo], 111, "is not a regular file", "a FIFO as the kernel",
            timeout=2)
-    expect([tmp], 121, "is not a regular file", "a directory as the kernel",
+    expect([tmp], 111, "is not a regular file", "a directory as the kernel",
            timeout=2)
-    expect(["/dev/zero"], 121, "is not a regular file",
+    expect(["/dev/zero"], 111, "is not a regular file",
            "/dev/zero as the kernel", timeout=2)
-    expect(["--module", fifo, guest("hello")], 121, "is not a regular file",
+    expect(["--module", fifo, guest("hello")], 111, "is not a regular file",
            "a FIFO as --module", timeout=2)
 
 
@@ -145,7 +145,7 @@ def test_guests(tmp):
            stdout_has="hello\n")
     expect(["--append", "exit=7", "--cpus", "4", "--mem", "64M",
             "--module", h, h], 7, "", "hello, 4 vCPUs, 64M, a module")
-    expect([guest("triple")], 123, "triple fault", "triple fault")
+    expect([guest("triple")], 113, "triple fault", "triple fault")
     rc, out, err = run([guest("unknown")])
     check(rc == 0 and "unknown ok" in out and
           err.count("unknown port 0x99") == 1 and "unknown MSR" in err,
@@ -190,7 +190,7 @@ def test_guests(tmp):
         keys, detail = False, str(e)
     check(rc == 0 and keys, "--stats-json parses, with the documented keys",
           detail)
-    expect(["--stats-json", "/nonexistent/dir/s.json", h], 125,
+    expect(["--stats-json", "/nonexistent/dir/s.json", h], 115,
            "cannot write --stats-json", "unwritable --stats-json")
 
     for sig, status in [(signal.SIGTERM, 143), (signal.SIGINT, 130)]:
@@ -538,20 +538,20 @@ def test_loader_spec(tmp):
                       (3, "an undefined requirement (flag 3)"),
                       (15, "an undefined requirement (flag 15)")]:
         expect([image("mb-flag%d.elf" % bit,
-                      multiboot_variant(img, 1 << bit))], 121,
+                      multiboot_variant(img, 1 << bit))], 111,
                "requires what this loader does not provide",
                "multiboot header requiring %s: refused" % what)
-    expect([image("mb-aout.elf", multiboot_variant(img, 1 << 16))], 121,
+    expect([image("mb-aout.elf", multiboot_variant(img, 1 << 16))], 111,
            "a.out kludge", "multiboot header asking for the a.out kludge "
            "(flag 16): refused")
     expect([image("mb-flag17.elf", multiboot_variant(img, 1 << 17))], 0, "",
            "an optional multiboot flag it does not know (17): runs",
            stdout_has="hello")
-    expect([image("be.elf", multiboot_variant(img, byte_at={5: 2}))], 121,
+    expect([image("be.elf", multiboot_variant(img, byte_at={5: 2}))], 111,
            "(big-endian", "big-endian ELF header: refused")
     expect([image("x86-64.elf", multiboot_variant(img, byte_at={18: 62}))],
-           121, "(ELF machine 62", "ELF32 for x86-64 (EM_X86_64): refused")
-    expect([image("dyn.elf", multiboot_variant(img, byte_at={16: 3}))], 121,
+           111, "(ELF machine 62", "ELF32 for x86-64 (EM_X86_64): refused")
+    expect([image("dyn.elf", multiboot_variant(img, byte_at={16: 3}))], 111,
            "is not an executable (ELF type 3)", "ELF of type ET_DYN: refused")
 
     # Headers first: a 1 TiB sparse file is judged by its first bytes, and
@@ -560,7 +560,7 @@ def test_loader_spec(tmp):
     with open(big, "wb") as f:
         f.write(b"not an ELF file\n")
         f.truncate(1 << 40)
-    expect([big], 121, "is not an ELF file",
+    expect([big], 111, "is not an ELF file",
            "a 1 TiB file that is not ELF: refused from its header", timeout=5)
     with open(big, "wb") as f:
         f.write(img)
@@ -612,6 +612,62 @@ def test_loader_spec(tmp):
     os.unlink(mod)
 
 
+def test_config(tmp):
+    """--version, --config FILE (sysidle.conf(5)), a bare kernel name."""
+    rc, out, err = run(["--version"])
+    check(rc == 0 and re.match(r"sysidle-vmm \d+\.\d+\.\d+", out) and not err,
+          "--version: %r" % out.split("\n")[0], out + err)
+    rc, out, _ = run(["--help"])
+    sec = out[out.find("Exit status:"):]
+    codes = {int(c) for c in re.findall(r"^  (\d+) ", sec, re.M)}
+    check(codes == {0, 110, 111, 112, 113, 114, 115} and
+          not any(124 <= c for c in STATUS.values() if c < 128) and
+          "116-119    reserved" in sec,
+          "--help: the VMM's own statuses are 110..115 (116..119 reserved), "
+          "none of them 124..127 (timeout(1)'s, the shell's): %s" %
+          sorted(codes), sec)
+
+    def conf(text):
+        path = os.path.join(tmp, "vm.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+    a, b = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
+    c = conf("# a VM\n\nkernel = %s\nmem = 64M\nstats-json = %s\n" %
+             (guest("hello"), a))
+    rc, out, err = run(["--config", c])
+    check(rc == 0 and "hello" in out and os.path.exists(a),
+          "--config: the kernel and options of the file (stats written to "
+          "the file's --stats-json)", "exit %s\n%s%s" % (rc, out, err))
+    os.unlink(a)
+    c = conf("kernel = /nonexistent/k.elf\nstats-json = %s\n" % a)
+    rc, out, err = run(["--config", c, "--stats-json", b, guest("hello")])
+    check(rc == 0 and "hello" in out and os.path.exists(b) and
+          not os.path.exists(a),
+          "--config: the command line's kernel and --stats-json win",
+          "exit %s\n%s%s" % (rc, out, err))
+    c = conf("kernel = %s\n\nbogus = 1\n" % guest("hello"))
+    expect(["--config", c], STATUS["usage"], "%s:3: unknown key 'bogus'" % c,
+           "--config: an unknown key names FILE:LINE")
+    c = conf("cpus = two\nkernel = %s\n" % guest("hello"))
+    expect(["--config", c], STATUS["usage"], "%s:1: --cpus 'two'" % c,
+           "--config: a bad value names FILE:LINE")
+    c = conf("help\n")
+    expect(["--config", c], STATUS["usage"], "%s:1: key 'help' is not "
+           "allowed" % c, "--config: 'help' refused in a file")
+    c = conf("sysidle = maybe\n")
+    expect(["--config", c], STATUS["usage"], "%s:1: key 'sysidle' takes no "
+           "value" % c, "--config: a flag with a value other than a boolean")
+    c = conf("x" * 5000 + "\n")
+    expect(["--config", c], STATUS["usage"], "%s:1: a line longer than" % c,
+           "--config: a line over 4096 bytes")
+    expect(["--config", os.path.join(tmp, "none.conf")], STATUS["usage"],
+           "none.conf: No such file", "--config: a missing file")
+    expect(["no-such-guest.elf"], STATUS["image"], "no such file in the "
+           "current directory nor in ", "a bare kernel name found nowhere "
+           "names both places")
+
+
 def main():
     if not os.path.exists(VMM):
         print("# %s missing" % VMM)
@@ -620,6 +676,7 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         test_options()
+        test_config(tmp)
         test_images(tmp)
         test_loader_spec(tmp)
         test_guests(tmp)

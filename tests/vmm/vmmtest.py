@@ -16,7 +16,7 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
-from tap import check, finish  # noqa: E402,F401 (the tests' reporter)
+from tap import check, finish, skip  # noqa: E402,F401 (the tests' reporter)
 from procfs import tasks  # noqa: E402,F401 (the tests' /proc reader)
 
 VMM = GUESTS = TOOLS = None

@@ -9,11 +9,13 @@
 #include <string.h>
 
 #include "bridge.h"
+#include "conffile.h"
+#include "version.h"
 
 struct options opt;
 
 static const char usage_text[] =
-"usage: " PROG " [OPTION]...\n"
+"Usage: " PROG " [OPTION]...\n"
 "Run the full-system-idle state machine for each running QEMU/KVM domain\n"
 "of a libvirt host. A vCPU that did not run since the previous scan and\n"
 "was halted at both scans was idle for the whole interval; each state\n"
@@ -69,6 +71,13 @@ static const char usage_text[] =
 "                     whole at start (a FIFO: until its writer closes)\n"
 "  --verbose          also log what libvirt holds after each metadata\n"
 "                     change, and the replay's unknown domains\n"
+"  --config FILE      read options from FILE first (default\n"
+"                     " SYSIDLE_CONFDIR "/sysidle-libvirt.conf when it\n"
+"                     exists): one \"key = value\" per line, a long option's\n"
+"                     name as the key, a flag as the bare key or\n"
+"                     \"key = true|false\" (sysidle.conf(5)); the command\n"
+"                     line wins; a bad key or value: FILE:LINE, exit 2\n"
+"  --version          print the version and exit\n"
 "  --help             show this help and exit\n"
 "\n"
 "Log lines: 'TIME LEVEL message' (or '<N>message' when stdout or stderr is\n"
@@ -94,12 +103,19 @@ static bool parse_u64_max(const char *text, uint64_t max, uint64_t *v)
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The options: the configuration file's, then the command line's; and
+ * the FILE:LINE of the one being parsed when it came from the file. */
+static struct conf_args conf;
+static const char *conf_at;
+
 static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	fputs(PROG ": ", stderr);
+	if (conf_at)
+		fprintf(stderr, "%s: ", conf_at);
 	vfprintf(stderr, fmt, ap);
 	fputs("\nTry '" PROG " --help'.\n", stderr);
 	va_end(ap);
@@ -120,9 +136,12 @@ int parse_options(int argc, char **argv)
 		{ "idle-interval", required_argument, NULL, 'I' },
 		{ "lease", required_argument, NULL, 'L' },
 		{ "metrics-file", required_argument, NULL, 'm' },
+		{ "config", required_argument, NULL, 'g' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *conf_env = getenv("SYSIDLE_LIBVIRT_CONFIG");
 	bool idle_given = false;
 	int c, k;
 
@@ -130,9 +149,23 @@ int parse_options(int argc, char **argv)
 				.idle_interval_ms = 1000, .lease_s = 30,
 				.hooks_dir = DEFAULT_HOOKS_DIR,
 				.hook_timeout_ns = 10000000000ull };
+	/* SYSIDLE_LIBVIRT_CONFIG: another default file ("" none), for tests */
+	if (conf_args_build(PROG, argc, argv,
+			    conf_env ? (*conf_env ? conf_env : NULL) :
+			    SYSIDLE_CONFDIR "/sysidle-libvirt.conf",
+			    longopts, NULL, &conf))
+		return -1;
+	argc = conf.argc;
+	argv = conf.argv;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hv", longopts, NULL)) != -1) {
+		conf_at = conf_origin(&conf, optarg ? optarg : argv[optind - 1]);
 		switch (c) {
+		case 'g': /* read by conf_args_build */
+			break;
+		case 'V':
+			sysidle_version_print(stdout, PROG);
+			exit(0);
 		case 'c':
 			if (!*optarg)
 				return usage_error("--libvirt: expected a URI");
@@ -203,6 +236,7 @@ int parse_options(int argc, char **argv)
 			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	conf_at = NULL;
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	/* A replay keeps its pace unless told otherwise. */

@@ -8,11 +8,12 @@ import os
 import re
 import sys
 
-from . import logsetup, plan, steps
+from . import conffile, logsetup, plan, status, steps
 from .helptext import HELP
 from .common import Log, parse_cpus
 from .journal import Journal, JournalError, JournalLocked, NoJournal
 from .policy import parse_policy
+from .version import version
 
 
 DEFAULT_STATE_DIR = "/var/lib/sysidle/consolidate"
@@ -22,8 +23,10 @@ USAGE = ("%(prog)s [--dir DIR] [--socket PATH ...] [--libvirt URI ...]\n"
          "       [--suspend-after T] [--suspend-max T] [--interval T]\n"
          "       [--pack-after T] [--restore-after T] [--max-actions N]\n"
          "       [--state-dir DIR] [--metrics-file PATH]\n"
-         "       [--once] [--dry-run] [--verbose]\n"
-         "       %(prog)s --history [--state-dir DIR]")
+         "       [--once] [--dry-run] [--verbose] [--config FILE]\n"
+         "       %(prog)s --status [--json] [--state-dir DIR]\n"
+         "       %(prog)s --history [--state-dir DIR]\n"
+         "       %(prog)s --version")
 
 
 def seconds(text):
@@ -116,6 +119,21 @@ def build_parser(doc):
                     help="print the decisions only")
     ap.add_argument("--verbose", action="store_true",
                     help="also log connections, events and retries")
+    ap.add_argument("--status", action="store_true",
+                    help="print what the daemon of --state-dir holds (the "
+                         "VMs it packed or suspended) as a table, and exit")
+    ap.add_argument("--json", action="store_true",
+                    help="with --status: one JSON object instead")
+    ap.add_argument("--config", metavar="FILE",
+                    help="read options from FILE first (sysidle.conf(5); "
+                         "default: the installed program's "
+                         "SYSCONFDIR/sysidle/sysidle-consolidate.conf when "
+                         "it exists); the command line wins")
+    ap.add_argument("--version", action="version",
+                    version="%(prog)s " + version() +
+                    "\nLicense GPL-2.0-only: this is free software, "
+                    "there is NO WARRANTY.",
+                    help="print the version and exit")
     return ap
 
 
@@ -193,12 +211,36 @@ def run(ap, args, log):
     return 0
 
 
-def main(argv=None):
-    """The program: parses @argv (default sys.argv[1:]), runs the daemon,
-    --once or the plan. Returns the exit status."""
+def with_config(parser, argv, default_config):
+    """@argv after the entries of the configuration file: --config's, else
+    @default_config when it exists. Exits 2 (usage) on a bad file."""
+    path = conffile.config_arg(argv)
+    if path is None and default_config and os.path.exists(default_config):
+        path = default_config
+    if path is None:
+        return argv
+    try:
+        return conffile.read(path, parser, argv) + argv
+    except conffile.ConfError as e:
+        sys.stderr.write("sysidle-consolidate: %s\n" % e)
+    except OSError as e:
+        sys.stderr.write("sysidle-consolidate: %s: %s\n" % (path, e.strerror))
+    sys.exit(2)
+
+
+def main(argv=None, default_config=None):
+    """The program: parses @argv (default sys.argv[1:]) after the entries of
+    the configuration file (--config, else @default_config: the installed
+    script's), runs the daemon, --once or the plan. Returns the exit
+    status."""
     parser = build_parser(HELP)
     plan.add_arguments(parser)
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(with_config(parser, argv, default_config))
+    if args.json and not args.status:
+        parser.error("--json goes with --status")
+    if args.status:
+        return status.print_status(args.state_dir, args.json)
     if args.history:
         return logsetup.print_history(args.state_dir)
     plain = bool(args.hosts or args.plan_input)

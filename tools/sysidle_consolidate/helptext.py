@@ -213,7 +213,23 @@ plan's own exit status (0 a host can be powered down, 3 nothing to do,
 4 infeasible budget, 5 a migration failed, 6 inventory unreadable) are in
 tools/sysidle_consolidate/plan.py.
 
+--status [--json]: whether a daemon runs on --state-dir (it holds
+DIR/lock) and what its journal holds: each VM packed or suspended, since
+when, and the CPUs its threads were on before; a table, or one JSON
+object {"state_dir","running","vms":[{"name","kind","packed","suspended",
+"since_unix_ms","pid","uri","original_cpus"}]}. 1 when DIR is no state
+directory.
+
+Configuration file: the installed program first reads
+SYSCONFDIR/sysidle/sysidle-consolidate.conf (/etc/sysidle/... for the
+prefix /usr) when it exists, or --config FILE (which must exist): one
+"key = value" per line, a long option's name as the key, a flag as the
+bare key or "key = true|false|yes|no", '#' comment lines (sysidle.conf(5)).
+The command line wins; its --socket and --libvirt replace the file's. A
+bad key or value: "FILE:LINE: message", exit 2.
+
 Exit status (daemon): 0 done; 1 (--once only) an action was given up after its
 retries, or --libvirt without the libvirt Python binding, or the state
-directory is in use or cannot be used; 2 bad usage.
+directory is in use or cannot be used; 1 (--status) no state directory;
+2 bad usage or a bad configuration file.
 """

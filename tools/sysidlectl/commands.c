@@ -8,15 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sysidlectl.h"
 
-static volatile sig_atomic_t interrupted;
+volatile sig_atomic_t interrupted;
 static sigset_t poll_mask;      /* the mask ppoll() waits with ... */
 static bool poll_mask_set;      /* ... when watch blocked SIGINT */
 
 /* A connection not open yet, with the interruption watch sets up. */
-static void conn_init(struct ctl_conn *c)
+void conn_init(struct ctl_conn *c)
 {
 	*c = (struct ctl_conn){ .fd = -1, .timeout_ms = opt.timeout_ms,
 				.intr = &interrupted,
@@ -37,6 +38,9 @@ static json_object *request(struct ctl_conn *c, const char *cmd,
 	return r;
 }
 
+static int find_by_name(const char *name, char *path, size_t size);
+static json_object *status_vm(struct ctl_conn *c, json_object *reply);
+
 /* Connect to VM @name (a name or a path) and ask @cmd. Returns the reply,
  * or NULL after one error line on stderr (*@rc: the exit status). */
 static json_object *ask(struct ctl_conn *c, const char *name, const char *cmd,
@@ -52,10 +56,13 @@ static json_object *ask(struct ctl_conn *c, const char *name, const char *cmd,
 		       sizeof(c->path) - 1);
 		return NULL;
 	}
+	/* no DIR/NAME.sock: the VM that reports that name */
+	if (!strchr(name, '/') && access(c->path, F_OK) && errno == ENOENT)
+		find_by_name(name, c->path, sizeof(c->path));
 	if (ctl_open(c, deadline)) {
 		if (errno == ENOENT && !strchr(name, '/'))
-			errmsg("no such VM '%s' (no socket %s)", name,
-			       c->path);
+			errmsg("no such VM '%s' (no socket %s, and no VM "
+			       "of that name in %s)", name, c->path, opt.dir);
 		else if (errno == ENOENT)
 			errmsg("%s", c->err);
 		else
@@ -82,6 +89,59 @@ static json_object *status_vm(struct ctl_conn *c, json_object *reply)
 	return vm;
 }
 
+/* The status reply of the VM with the socket DIR/@ent, and in *@vm its
+ * status object; NULL with @why set (a line) when there is none. */
+json_object *fetch_status(const char *ent, json_object **vm, char *why,
+			  size_t size)
+{
+	struct ctl_conn c;
+	int64_t deadline = ctl_now_ms() + opt.timeout_ms;
+	json_object *reply = NULL;
+	int rc;
+
+	conn_init(&c);
+	*vm = NULL;
+	if (snprintf(c.path, sizeof(c.path), "%s/%s", opt.dir, ent) >=
+	    (int)sizeof(c.path)) {
+		snprintf(why, size, "socket path too long");
+		return NULL;
+	}
+	if (ctl_open(&c, deadline) == 0) {
+		reply = request(&c, "status", deadline, &rc);
+		*vm = reply ? status_vm(&c, reply) : NULL;
+	}
+	if (!*vm) {
+		snprintf(why, size, "%s", c.err);
+		json_object_put(reply);
+		reply = NULL;
+	}
+	ctl_close(&c);
+	return reply;
+}
+
+/* The socket in DIR of the VM whose reported name is @name (its socket
+ * file may be named otherwise: --control), into @path; 0 or -1. */
+static int find_by_name(const char *name, char *path, size_t size)
+{
+	size_t n;
+	char **ents = list_sockets(&n, &(int){ 0 }), why[8];
+	int found = -1;
+
+	for (size_t i = 0; ents && i < n; i++) {
+		json_object *vm, *r = found ? fetch_status(ents[i], &vm, why,
+							    sizeof(why)) : NULL;
+
+		if (r && !strcmp(ctl_str_or(vm, "name", ""), name) &&
+		    snprintf(path, size, "%s/%s", opt.dir, ents[i]) <
+		    (int)size)
+			found = 0;
+		json_object_put(r);
+		free(ents[i]);
+	}
+	free(ents);
+	return found;
+}
+
 /* One line of list. */
 struct row {
 	char *name;
@@ -94,33 +154,24 @@ struct row {
 /* Fill @r for the socket DIR/@ent. */
 static void list_one(struct row *r, const char *ent)
 {
-	struct ctl_conn c;
 	json_object *vm, *a;
-	int64_t deadline = ctl_now_ms() + opt.timeout_ms;
 	size_t n, idle = 0;
-	int rc;
+	char why[512];
 
-	conn_init(&c);
 	r->name = strndup(ent, strlen(ent) - strlen(".sock"));
 	snprintf(r->state, sizeof(r->state), "?");
 	snprintf(r->since, sizeof(r->since), "-");
 	snprintf(r->vcpus, sizeof(r->vcpus), "-");
 	snprintf(r->pid, sizeof(r->pid), "-");
-	if (snprintf(c.path, sizeof(c.path), "%s/%s", opt.dir, ent) >=
-	    (int)sizeof(c.path)) {
-		r->why = strdup("socket path too long");
-		return;
-	}
-	if (ctl_open(&c, deadline) == 0) {
-		r->reply = request(&c, "status", deadline, &rc);
-		r->vm = r->reply ? status_vm(&c, r->reply) : NULL;
-	}
+	r->reply = fetch_status(ent, &r->vm, why, sizeof(why));
 	if (!r->vm) {
-		r->why = strdup(c.err);
-		ctl_close(&c);
+		r->why = strdup(why);
 		return;
 	}
-	ctl_close(&c);
+	if (ctl_member(r->vm, "name", json_type_string)) { /* its own name */
+		free(r->name);
+		r->name = strdup(ctl_str_or(r->vm, "name", "?"));
+	}
 	vm = r->vm;
 	snprintf(r->state, sizeof(r->state), "%s",
 		 ctl_str_or(vm, "state", "?"));
@@ -148,9 +199,9 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The names of the *.sock entries of DIR, sorted; NULL: error (printed),
- * with *@n 0 and a missing DIR no error. */
-static char **list_sockets(size_t *n, int *rc)
+/* The names of the *.sock entries of DIR, sorted; NULL: error (printed,
+ * a missing DIR too). */
+char **list_sockets(size_t *n, int *rc)
 {
 	DIR *d = opendir(opt.dir);
 	struct dirent *e;
@@ -160,9 +211,7 @@ static char **list_sockets(size_t *n, int *rc)
 	*n = 0;
 	*rc = EXIT_OK;
 	if (!d) {
-		if (errno == ENOENT)
-			return calloc(1, sizeof(*v));
-		errmsg("%s: %s", opt.dir, strerror(errno));
+		errmsg("--dir %s: %s", opt.dir, strerror(errno));
 		*rc = EXIT_ERR;
 		return NULL;
 	}
@@ -211,8 +260,8 @@ int cmd_list(void)
 			w = strlen(rows[i].name);
 	}
 	if (!opt.json)
-		printf("%-*s %-10s %-8s %-6s %s\n", (int)w, "NAME", "STATE",
-		       "SINCE", "VCPUS", "PID");
+		printf("%-*s  %-10s %-8s %-7s %s\n", (int)w, "NAME", "STATE",
+		       "SINCE", "HALTED", "PID");
 	for (i = 0; i < n; i++) {
 		struct row *r = &rows[i];
 		const char *name = r->name ? r->name : "?";
@@ -235,7 +284,7 @@ int cmd_list(void)
 			print_json(o);
 			json_object_put(o);
 		} else {
-			printf("%-*s %-10s %-8s %-6s %s%s%s\n", (int)w, name,
+			printf("%-*s  %-10s %-8s %-7s %s%s%s\n", (int)w, name,
 			       r->state, r->since, r->vcpus, r->pid,
 			       r->why ? "  " : "", r->why ? r->why : "");
 		}
@@ -301,7 +350,7 @@ static void on_signal(int sig)
 
 /* Block SIGINT (and SIGTERM) outside ppoll(), so that one arriving at any
  * point ends the wait: watch then exits 128 + the signal. */
-static void watch_signals(void)
+const sigset_t *watch_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigset_t block;
@@ -315,6 +364,7 @@ static void watch_signals(void)
 	poll_mask_set = true;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	return &poll_mask;
 }
 
 int cmd_watch(const char *name)

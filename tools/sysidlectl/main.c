@@ -6,28 +6,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
 
 #include "sysidlectl.h"
+#include "version.h"
 
 struct options opt = { .dir = DEFAULT_DIR, .timeout_ms = 5000 };
 
 static const char usage_text[] =
-"usage: sysidlectl [--dir DIR] [--json] [--timeout SECONDS] COMMAND\n"
-"       COMMAND: list | status NAME | watch NAME | kick NAME | pause NAME |\n"
-"                resume NAME | --help\n";
+"Usage: sysidlectl [OPTION]... COMMAND [NAME]\n"
+"       COMMAND: list | status NAME | watch [NAME] | top | kick NAME |\n"
+"                pause NAME | resume NAME\n";
 
 static const char help_text[] =
 "\n"
 "Commands:\n"
-"  list           every VM with a socket in DIR, one line each:\n"
-"                 NAME STATE SINCE VCPUS(idle/total) PID\n"
+"  list           every VM with a socket in DIR, one line each: its name,\n"
+"                 state, time in state, vCPUs halted/total, PID\n"
 "  status NAME    the VM's state, its vCPUs and its counters\n"
-"  watch NAME     one line per idle state change, until the VM stops\n"
+"  watch [NAME]   one line per idle state change, until the VM stops;\n"
+"                 no NAME: every VM of DIR, each line after its name,\n"
+"                 VMs started later too, until SIGINT or SIGTERM\n"
 "  kick NAME      end the VM's full idle (its tick restarts)\n"
 "  pause NAME     park every vCPU of the VM (it resumes by itself when a\n"
 "                 timer, serial input or a kick wakes one); returns once\n"
 "                 every vCPU is parked\n"
 "  resume NAME    let a paused VM run again\n"
+"  top            every VM of DIR in a table refreshed in place: state,\n"
+"                 time in state, vCPUs halted, host thread wake-ups/s\n"
+"                 (vCPU halt exits and housekeeping wake-ups), host CPU %,\n"
+"                 PID, and what the consolidator holds (suspended: paused;\n"
+"                 packed: its vCPU threads on fewer CPUs than the VMM);\n"
+"                 q quits. Not on a terminal, or with --json: -n\n"
+"                 snapshots (default 1), each one --interval after the\n"
+"                 previous\n"
 "\n"
 "Options:\n"
 "  --dir DIR          the sockets' directory (default " DEFAULT_DIR ")\n"
@@ -36,13 +50,18 @@ static const char help_text[] =
 "                     kick, pause, resume: the reply\n"
 "  --timeout SECONDS  wait at most SECONDS for a reply (default 5; watch\n"
 "                     waits for its events as long as the VM runs)\n"
+"  --interval SECONDS top: refresh every SECONDS (default 1, 0.1..3600)\n"
+"  -n N               top: stop after N refreshes (default: on a terminal\n"
+"                     until q, else 1)\n"
+"  --version          print the version and exit 0\n"
 "  -h, --help         print this help and exit 0\n"
 "\n"
-"NAME is a VM's name (socket DIR/NAME.sock) or a socket path with a '/'.\n"
+"NAME is a VM's name (its socket DIR/NAME.sock, else the socket in DIR of\n"
+"the VM that reports that name) or a socket path with a '/'.\n"
 "\n"
 "Exit status: 0 ok, 1 error from the VM or the connection (no such VM,\n"
-"permission denied, malformed reply, timeout), 2 bad usage, 130 (143)\n"
-"watch ended by SIGINT (SIGTERM).\n";
+"a missing --dir, permission denied, malformed reply, timeout), 2 bad\n"
+"usage, 130 (143) watch or top ended by SIGINT (SIGTERM).\n";
 
 /* One "sysidlectl: ..." line on stderr. */
 void errmsg(const char *fmt, ...)
@@ -81,17 +100,41 @@ int main(int argc, char **argv)
 		{ "dir", required_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	double interval = 1.0;
+	long iterations = 0;
+	struct stat st;
 	const char *cmd;
 	char *end;
 	double sec;
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hn:", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'i':
+			errno = 0;
+			interval = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(interval >= 0.1) ||
+			    interval > 3600)
+				return usage_error("--interval '%s': expected "
+						   "seconds, 0.1 to 3600", optarg);
+			break;
+		case 'n':
+			errno = 0;
+			iterations = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || iterations < 1 ||
+			    iterations > 1000000)
+				return usage_error("-n '%s': expected a count, "
+						   "1 to 1000000", optarg);
+			break;
+		case 'V':
+			sysidle_version_print(stdout, "sysidlectl");
+			return flush_out();
 		case 'd':
 			if (!*optarg)
 				return usage_error("%s--dir: expected a "
@@ -118,7 +161,8 @@ int main(int argc, char **argv)
 			fputs(help_text, stdout);
 			return flush_out();
 		default:
-			if (optopt == 'd' || optopt == 't')
+			if (optopt == 'd' || optopt == 't' || optopt == 'i' ||
+			    optopt == 'n')
 				return usage_error("option '%s' needs an "
 						   "argument",
 						   argv[optind - 1]);
@@ -129,6 +173,23 @@ int main(int argc, char **argv)
 	if (optind >= argc)
 		return usage_error("%sexpected a command", "");
 	cmd = argv[optind++];
+	/* every command looks in DIR, but one given a socket path */
+	if ((optind >= argc || !strchr(argv[optind], '/')) &&
+	    (stat(opt.dir, &st) || !S_ISDIR(st.st_mode))) {
+		errmsg("--dir %s: %s", opt.dir,
+		       errno && !(errno == 0) ? strerror(errno) :
+		       "not a directory");
+		return EXIT_ERR;
+	}
+	if (!strcmp(cmd, "watch") && optind >= argc)
+		return cmd_watch_all();
+	if (!strcmp(cmd, "top")) {
+		if (optind < argc)
+			return usage_error("top: unexpected argument '%s'",
+					   argv[optind]);
+		return cmd_top(interval, iterations ? iterations :
+			       (isatty(STDOUT_FILENO) && !opt.json ? 0 : 1));
+	}
 	if (!strcmp(cmd, "list")) {
 		if (optind < argc)
 			return usage_error("list: unexpected argument '%s'",

@@ -46,7 +46,23 @@ void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Flush stdout; an error (a closed pipe, a full disk) is reported. */
 int flush_out(void);
 
-/* commands.c: each returns the exit status. */
+/* commands.c */
+/* The *.sock entries of DIR, sorted (caller frees each and the array);
+ * NULL after an error line (*@rc the exit status). */
+char **list_sockets(size_t *n, int *rc);
+/* The status reply of DIR/@ent and its status object in *@vm; NULL with
+ * @why set when there is none. */
+json_object *fetch_status(const char *ent, json_object **vm, char *why,
+			  size_t size);
+/* watch and top: the SIGINT/SIGTERM flag, and the signals blocked but in
+ * the returned ppoll() mask. */
+extern volatile sig_atomic_t interrupted;
+const sigset_t *watch_signals(void);
+/* A connection not open yet, interrupted by those signals. */
+void conn_init(struct ctl_conn *c);
+/* Each returns the exit status. */
+int cmd_watch_all(void);
+int cmd_top(double interval_s, long iterations);
 int cmd_list(void);
 int cmd_status(const char *name);
 /* kick, pause, resume */

@@ -15,19 +15,21 @@
 /*
  * Exit status of the process. A guest's write of V to the debug-exit port
  * makes the VMM exit with V & 0xff, as is; the VMM's own failures use
- * 120..125 and a stop by signal 128 + the signal number, so a guest that
- * keeps its codes below 120 is never ambiguous.
+ * 110..115 (110..119 are reserved for them) and a stop by signal 128 +
+ * the signal number, so a guest's code below 110 or from 120 to 123 is
+ * never ambiguous. Nothing of the VMM's own is 124..127: those are
+ * timeout(1)'s and the shell's.
  */
 enum vmm_status {
-	VMM_EXIT_USAGE = 120,        /* bad option, missing kernel */
-	VMM_EXIT_IMAGE = 121,        /* unreadable/bad ELF, no multiboot header,
+	VMM_EXIT_USAGE = 110,        /* bad option, missing kernel */
+	VMM_EXIT_IMAGE = 111,        /* unreadable/bad ELF, no multiboot header,
 				      * RAM too small for the image */
-	VMM_EXIT_KVM = 122,          /* no /dev/kvm, missing capability, too
+	VMM_EXIT_KVM = 112,          /* no /dev/kvm, missing capability, too
 				      * many vCPUs, a KVM ioctl failed */
-	VMM_EXIT_TRIPLE_FAULT = 123, /* KVM_EXIT_SHUTDOWN */
-	VMM_EXIT_INTERNAL = 124,     /* emulation failure, failed entry,
+	VMM_EXIT_TRIPLE_FAULT = 113, /* KVM_EXIT_SHUTDOWN */
+	VMM_EXIT_INTERNAL = 114,     /* emulation failure, failed entry,
 				      * unknown exit reason */
-	VMM_EXIT_STATS = 125,        /* --stats-json could not be written */
+	VMM_EXIT_STATS = 115,        /* --stats-json could not be written */
 	VMM_EXIT_SIGNAL_BASE = 128,  /* + SIGINT/SIGTERM/SIGHUP */
 };
 
