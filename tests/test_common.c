@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conffile.h"
 #include "ctl_client.h"
 #include "hookrun.h"
 #include "sysidle_doc.h"
@@ -316,6 +317,135 @@ START_TEST(test_ctl_line_bound)
 }
 END_TEST
 
+/* ---- conffile.c ---- */
+static const struct option conf_opts[] = {
+	{ "mem", required_argument, NULL, 'm' },
+	{ "sysidle", no_argument, NULL, 'S' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "module", required_argument, NULL, 'M' },
+	{ "config", required_argument, NULL, 'g' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* @text as a file; its path (static). */
+static const char *conf_file(const char *text, size_t len)
+{
+	static char path[] = "/tmp/test-conffile-XXXXXX";
+	int fd;
+
+	strcpy(path, "/tmp/test-conffile-XXXXXX");
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+static int conf_build(const char *text, struct conf_args *a, int argc,
+		      char **argv)
+{
+	const char *f = conf_file(text, strlen(text));
+	char *args[8] = { "prog", "--config", (char *)f };
+	int n = 3, r;
+
+	for (int i = 0; i < argc; i++)
+		args[n++] = argv[i];
+	r = conf_args_build("prog", n, args, NULL, conf_opts, "kernel", a);
+	unlink(f);
+	return r;
+}
+
+/* Entries in order, flags bare or boolean, the positional key, origins,
+ * the command line after the file's entries. */
+START_TEST(test_conf_good)
+{
+	struct conf_args a;
+	char *cli[] = { "--mem", "1G" };
+
+	ck_assert_int_eq(conf_build("# a comment\n\n  mem = 64M  \nsysidle\n"
+				    "quiet = no\nsysidle = yes\nmodule = a b\n"
+				    "module=c\nkernel = k.elf\n", &a, 2, cli), 0);
+	ck_assert_int_eq(a.argc, 10);
+	ck_assert_int_eq(a.file_end, 6);
+	ck_assert_str_eq(a.argv[1], "--mem=64M");
+	ck_assert_str_eq(a.argv[2], "--sysidle");
+	ck_assert_str_eq(a.argv[3], "--sysidle");
+	ck_assert_str_eq(a.argv[4], "--module=a b");
+	ck_assert_str_eq(a.argv[5], "--module=c");
+	ck_assert_str_eq(a.argv[6], "--config");
+	ck_assert_str_eq(a.argv[8], "--mem");
+	ck_assert_ptr_null(a.argv[10]);
+	ck_assert_str_eq(a.positional, "k.elf");
+	ck_assert_ptr_nonnull(strstr(a.positional_at, ":9"));
+	ck_assert_ptr_nonnull(strstr(conf_origin(&a, a.argv[4] + 9), ":7"));
+	ck_assert(conf_from_file(&a, a.argv[1] + 6));
+	ck_assert(!conf_from_file(&a, a.argv[9]));
+	ck_assert_ptr_null(conf_origin(&a, a.argv[9]));
+	ck_assert_ptr_null(conf_origin(&a, "elsewhere"));
+	conf_args_free(&a);
+}
+END_TEST
+
+/* Every bad line is refused (-1), and nothing is left allocated. */
+START_TEST(test_conf_bad)
+{
+	static const char *const bad[] = {
+		"bogus = 1\n", "sysidle = maybe\n", "mem =\n", "mem\n",
+		"help\n", "config = x\n", "version\n", "--mem = 1\n",
+		"= 5\n", "kernel =\n",
+	};
+	struct conf_args a;
+	char line[CONF_LINE_MAX + 16];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(conf_build(bad[i], &a, 0, NULL) == -1, "%s", bad[i]);
+	memset(line, 'x', sizeof(line) - 2);
+	line[sizeof(line) - 2] = '\n';
+	line[sizeof(line) - 1] = '\0';
+	ck_assert_int_eq(conf_build(line, &a, 0, NULL), -1);
+	/* exactly CONF_LINE_MAX bytes is fine */
+	memcpy(line, "mem = ", 6);
+	line[CONF_LINE_MAX] = '\n';
+	line[CONF_LINE_MAX + 1] = '\0';
+	ck_assert_int_eq(conf_build(line, &a, 0, NULL), 0);
+	conf_args_free(&a);
+}
+END_TEST
+
+/* Over CONF_FILE_MAX bytes of comments: refused; a missing --config file
+ * is an error, a missing default file is not. */
+START_TEST(test_conf_bounds)
+{
+	size_t n = CONF_FILE_MAX + 4096;
+	char *big = malloc(n + 1), *args[] = { "prog", "--config",
+					       "/nonexistent/x.conf" };
+	struct conf_args a;
+	const char *f;
+
+	ck_assert_ptr_nonnull(big);
+	for (size_t i = 0; i < n; i += 64) {
+		memset(big + i, ' ', 64);
+		big[i] = '#';
+		big[i + 63] = '\n';
+	}
+	big[n] = '\0';
+	f = conf_file(big, n);
+	free(big);
+	args[2] = (char *)f;
+	ck_assert_int_eq(conf_args_build("prog", 3, args, NULL, conf_opts,
+					 NULL, &a), -1);
+	unlink(f);
+	args[2] = "/nonexistent/x.conf";
+	ck_assert_int_eq(conf_args_build("prog", 3, args, NULL, conf_opts,
+					 NULL, &a), -1);
+	ck_assert_int_eq(conf_args_build("prog", 1, args, "/nonexistent/d.conf",
+					 conf_opts, NULL, &a), 0);
+	ck_assert_int_eq(a.argc, 1);
+	ck_assert_int_eq(a.file_end, 1);
+	conf_args_free(&a);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -333,6 +463,9 @@ int main(void)
 	tcase_add_test(tc, test_resolve_dir);
 	tcase_add_test(tc, test_socket_path);
 	tcase_add_test(tc, test_ctl_line_bound);
+	tcase_add_test(tc, test_conf_good);
+	tcase_add_test(tc, test_conf_bad);
+	tcase_add_test(tc, test_conf_bounds);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

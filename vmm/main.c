@@ -183,6 +183,7 @@ static const char usage_text[] =
 "                     with the vCPU events): an interrupt goes in with the\n"
 "                     KVM_RUN that delivers it; ioctl: a KVM_INTERRUPT call\n"
 "                     of its own before it\n"
+"  --version          print the version and exit 0\n"
 "  -h, --help         print this help and exit 0\n"
 "\n"
 "Signals: SIGUSR2 ends a full-idle period from outside (the tick restarts).\n"

@@ -228,6 +228,28 @@ def run(tmp, full, idle_set, idle_arg):
         check(logged, "daemon: one 'pack NAME: 3 threads -> cpus %s "
               "(FULL_NOTED)' line per idle VM" % idle_arg,
               "\n".join(daemon.lines))
+        # --status: what the running daemon holds, as a table and as JSON
+        # (not log lines: subprocess.run, not run_tool)
+        p = subprocess.run([CONSOLIDATE, "--status", "--state-dir",
+                      state_dir(tmp, "daemon")], capture_output=True,
+                     text=True, timeout=30)
+        rows = {l.split()[0]: l.split() for l in p.stdout.splitlines()[2:]}
+        check(p.returncode == 0 and "daemon running, 3 VMs held" in
+              p.stdout and set(rows) == set(names) and
+              all(r[1:4] == ["vmm", "yes", "no"] for r in rows.values()),
+              "--status: 'daemon running', a row per packed VM (vmm, packed "
+              "yes, suspended no)", p.stdout + p.stderr)
+        p = subprocess.run([CONSOLIDATE, "--status", "--json", "--state-dir",
+                      state_dir(tmp, "daemon")], capture_output=True,
+                     text=True, timeout=30)
+        try:
+            st = json.loads(p.stdout)
+        except ValueError:
+            st = {}
+        check(st.get("running") is True and sorted(
+            v["name"] for v in st.get("vms", []) if v["packed"]) ==
+              sorted(names), "--status --json: running, the packed VMs",
+              p.stdout + p.stderr)
 
         # wake idle0: restored within RESTORE_LIMIT_S of the event
         w = Client(socks[0])

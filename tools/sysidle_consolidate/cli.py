@@ -66,11 +66,18 @@ def cpus(text):
     return c
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's, with "Usage:" as GNU programs (and help2man) write it."""
+
+    def add_usage(self, usage, actions, groups, prefix=None):
+        super().add_usage(usage, actions, groups, "Usage: ")
+
+
 def build_parser(doc):
     ap = argparse.ArgumentParser(
         prog="sysidle-consolidate", usage=USAGE,
         description=doc.split("\n\n", 2)[2] if doc else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     ap.add_argument("--dir", default="/run/sysidle",
                     help="the VMMs' socket directory (default %(default)s; "
                          "'none': no directory)")

@@ -17,8 +17,8 @@ struct options opt = { .dir = DEFAULT_DIR, .timeout_ms = 5000 };
 
 static const char usage_text[] =
 "Usage: sysidlectl [OPTION]... COMMAND [NAME]\n"
-"       COMMAND: list | status NAME | watch [NAME] | top | kick NAME |\n"
-"                pause NAME | resume NAME\n";
+"Query and steer the running VMs of sysidle-vmm through their control\n"
+"sockets.\n";
 
 static const char help_text[] =
 "\n"
