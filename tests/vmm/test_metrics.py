@@ -313,8 +313,8 @@ class FakeServer:
 
 def test_usage(tmp):
     rc, out, err, _ = ctl(["--help"])
-    check(rc == 0 and "usage: sysidlectl" in out and
-          all(w in out for w in ["list", "status NAME", "watch NAME",
+    check(rc == 0 and "Usage: sysidlectl" in out and
+          all(w in out for w in ["list", "status NAME", "watch [NAME]", "top",
                                  "kick NAME", "--dir", "--json",
                                  "--timeout", "Exit status"]),
           "sysidlectl --help: exit 0, usage on stdout", "exit %s\n%s%s" %
@@ -330,7 +330,7 @@ def test_usage(tmp):
                       (["list", "--dir"], "needs an argument")]:
         rc, out, err, _ = ctl(args)
         check(rc == 2 and err.startswith("sysidlectl: ") and msg in err
-              and "usage: sysidlectl" in err and out == "",
+              and "Usage: sysidlectl" in err and out == "",
               "sysidlectl %s: exit 2, %r and the usage on stderr" %
               (" ".join(args) or "(no arguments)", msg),
               "exit %s\n%s%s" % (rc, out, err))
@@ -344,9 +344,9 @@ def test_usage(tmp):
           "sysidlectl kick PATH (missing): exit 1, 'no such socket'",
           "exit %s\n%s%s" % (rc, out, err))
     rc, out, err, _ = ctl(["--dir", os.path.join(tmp, "nodir"), "list"])
-    check(rc == 0 and out.split() == ["NAME", "STATE", "SINCE", "VCPUS",
-                                      "PID"],
-          "sysidlectl list, no such directory: no VM, exit 0",
+    check(rc == 1 and out == "" and err.startswith("sysidlectl: --dir ") and
+          "No such file or directory" in err and err.count("\n") == 1,
+          "sysidlectl list, no such directory: exit 1, one line saying so",
           "exit %s\n%s%s" % (rc, out, err))
 
 
@@ -380,7 +380,7 @@ def test_fake(tmp):
                 "silent": "timeout", "stale": "not running"}
         ok = rc == 0 and sorted(rows) == sorted(list(want) + ["fake"]) and \
             out.splitlines()[0].split() == ["NAME", "STATE", "SINCE",
-                                            "VCPUS", "PID"] and \
+                                            "HALTED", "PID"] and \
             rows["fake"].split() == ["fake", "FULL_NOTED", "1m15s", "1/2",
                                      "4242"] and \
             all(rows[n].split()[1] == "?" and w in rows[n]

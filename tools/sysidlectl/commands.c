@@ -142,6 +142,21 @@ static int find_by_name(const char *name, char *path, size_t size)
 	return found;
 }
 
+size_t vcpus_halted(json_object *vm, size_t *total)
+{
+	json_object *a = ctl_member(vm, "vcpus", json_type_array);
+	size_t halted = 0;
+
+	*total = a ? json_object_array_length(a) : 0;
+	for (size_t i = 0; i < *total; i++) {
+		json_object *v = ctl_member(json_object_array_get_idx(a, i),
+					    "idle", json_type_boolean);
+
+		halted += v && json_object_get_boolean(v);
+	}
+	return halted;
+}
+
 /* One line of list. */
 struct row {
 	char *name;
@@ -155,7 +170,7 @@ struct row {
 static void list_one(struct row *r, const char *ent)
 {
 	json_object *vm, *a;
-	size_t n, idle = 0;
+	size_t n, idle;
 	char why[512];
 
 	r->name = strndup(ent, strlen(ent) - strlen(".sock"));
@@ -179,14 +194,7 @@ static void list_one(struct row *r, const char *ent)
 	if (a)
 		fmt_duration(json_object_get_double(a), r->since,
 			     sizeof(r->since));
-	a = ctl_member(vm, "vcpus", json_type_array);
-	n = json_object_array_length(a);
-	for (size_t i = 0; i < n; i++) {
-		json_object *v = ctl_member(json_object_array_get_idx(a, i),
-					    "idle", json_type_boolean);
-
-		idle += v && json_object_get_boolean(v);
-	}
+	idle = vcpus_halted(vm, &n);
 	snprintf(r->vcpus, sizeof(r->vcpus), "%zu/%zu", idle, n);
 	a = ctl_member(vm, "pid", json_type_int);
 	if (a)

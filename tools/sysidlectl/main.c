@@ -94,6 +94,23 @@ int flush_out(void)
 	return EXIT_ERR;
 }
 
+/* Every command looks in DIR, but one given a socket path (@name with a
+ * '/'): a DIR that is not there is an error. 0 or -1 (said). */
+static int need_dir(const char *name)
+{
+	struct stat st;
+
+	if (name && strchr(name, '/'))
+		return 0;
+	if (stat(opt.dir, &st))
+		errmsg("--dir %s: %s", opt.dir, strerror(errno));
+	else if (!S_ISDIR(st.st_mode))
+		errmsg("--dir %s: not a directory", opt.dir);
+	else
+		return 0;
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -107,7 +124,6 @@ int main(int argc, char **argv)
 	};
 	double interval = 1.0;
 	long iterations = 0;
-	struct stat st;
 	const char *cmd;
 	char *end;
 	double sec;
@@ -173,28 +189,21 @@ int main(int argc, char **argv)
 	if (optind >= argc)
 		return usage_error("%sexpected a command", "");
 	cmd = argv[optind++];
-	/* every command looks in DIR, but one given a socket path */
-	if ((optind >= argc || !strchr(argv[optind], '/')) &&
-	    (stat(opt.dir, &st) || !S_ISDIR(st.st_mode))) {
-		errmsg("--dir %s: %s", opt.dir,
-		       errno && !(errno == 0) ? strerror(errno) :
-		       "not a directory");
-		return EXIT_ERR;
-	}
 	if (!strcmp(cmd, "watch") && optind >= argc)
-		return cmd_watch_all();
+		return need_dir(NULL) ? EXIT_ERR : cmd_watch_all();
 	if (!strcmp(cmd, "top")) {
 		if (optind < argc)
 			return usage_error("top: unexpected argument '%s'",
 					   argv[optind]);
-		return cmd_top(interval, iterations ? iterations :
-			       (isatty(STDOUT_FILENO) && !opt.json ? 0 : 1));
+		return need_dir(NULL) ? EXIT_ERR :
+			cmd_top(interval, iterations ? iterations :
+				(isatty(STDOUT_FILENO) && !opt.json ? 0 : 1));
 	}
 	if (!strcmp(cmd, "list")) {
 		if (optind < argc)
 			return usage_error("list: unexpected argument '%s'",
 					   argv[optind]);
-		return cmd_list();
+		return need_dir(NULL) ? EXIT_ERR : cmd_list();
 	}
 	if (strcmp(cmd, "status") && strcmp(cmd, "watch") &&
 	    strcmp(cmd, "kick") && strcmp(cmd, "pause") &&
@@ -208,6 +217,8 @@ int main(int argc, char **argv)
 				   argv[optind + 1]);
 	if (!*argv[optind])
 		return usage_error("%s: empty VM name", cmd);
+	if (need_dir(argv[optind]))
+		return EXIT_ERR;
 	if (!strcmp(cmd, "status"))
 		return cmd_status(argv[optind]);
 	if (!strcmp(cmd, "watch"))

@@ -60,6 +60,8 @@ extern volatile sig_atomic_t interrupted;
 const sigset_t *watch_signals(void);
 /* A connection not open yet, interrupted by those signals. */
 void conn_init(struct ctl_conn *c);
+/* The vCPUs of status object @vm halted ("idle"), and in *@total all. */
+size_t vcpus_halted(json_object *vm, size_t *total);
 /* Each returns the exit status. */
 int cmd_watch_all(void);
 int cmd_top(double interval_s, long iterations);

@@ -133,7 +133,7 @@ static void packed_of(json_object *vm, int pid, char *out, size_t size)
 static void top_row(struct vmrow *r, const char *ent)
 {
 	json_object *vm, *reply, *a, *counters;
-	size_t n, halted = 0;
+	size_t n, halted;
 	char packed[32];
 
 	memset(r, 0, sizeof(*r));
@@ -153,14 +153,7 @@ static void top_row(struct vmrow *r, const char *ent)
 	a = ctl_number(vm, "in_state_s");
 	if (a)
 		fmt_duration(json_object_get_double(a), r->since, sizeof(r->since));
-	a = ctl_member(vm, "vcpus", json_type_array);
-	n = a ? json_object_array_length(a) : 0;
-	for (size_t i = 0; i < n; i++) {
-		json_object *v = ctl_member(json_object_array_get_idx(a, i),
-					    "idle", json_type_boolean);
-
-		halted += v && json_object_get_boolean(v);
-	}
+	halted = vcpus_halted(vm, &n);
 	snprintf(r->vcpus, sizeof(r->vcpus), "%zu/%zu", halted, n);
 	a = ctl_member(vm, "pid", json_type_int);
 	r->now.pid = a ? json_object_get_int(a) : 0;
