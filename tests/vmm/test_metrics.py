@@ -587,7 +587,7 @@ def test_ctl_vm(vm, sock, f, name):
         r = ctl(["--dir", d, "list"])
         row = [l.split() for l in r[1].splitlines()[1:]]
         ok = r[0] == 0 and len(row) == 1 and \
-            ["vm", "FULL_NOTED"] == row[0][:2] and \
+            [name, "FULL_NOTED"] == row[0][:2] and \
             row[0][3:] == ["2/2", str(vm.p.pid)]
         return ok, r
     ok, (rc, out, err, _) = vmmtest.poll_until(listed, 10, step=0.05,
