@@ -21,12 +21,13 @@ Layers (by the path of a file):
     vmm/export/   export        may include base/, machine/, idle/, export/,
                                 common/
     vmm/main.c    main          may include anything under vmm/ and common/
+    vmm/options.* main          (the command line: main.c's own)
     common/       common        never vmm/ or tools/
     tools/        tools         never vmm/
     include/, sysidle/          never vmm/, tools/, common/
 Every part may include include/ and sysidle/ (the state-machine library).
-A file directly under vmm/ other than main.c, or under a vmm/ directory that
-is not one of the four layers, is not in a layer yet (the tree is being
+A file directly under vmm/ other than main.c and options.c/.h, or under a
+vmm/ directory that is not one of the four layers, is not in a layer yet (the tree is being
 reorganised): it is held to main.c's rule, and a comment counts such files.
 
 Build: in every meson.build reached through subdir() from the top, each
@@ -89,7 +90,8 @@ INCLUDE_FAMILIES = (
     ('include/ and sysidle/ include no vmm/, tools/, common/',
      ('include', 'sysidle')),
 )
-PLACED = 'vmm/: every file but main.c is in a layer folder'
+PLACED = 'vmm/: every file but main.c and options.c/.h is in a layer folder'
+TOP_FILES = ('main.c', 'options.c', 'options.h')
 MESON_TOOLS = 'meson: a target with tools/ sources lists no vmm/ source'
 MESON_COMMON = 'meson: a common/ library lists no vmm/ or tools/ source'
 
@@ -99,7 +101,7 @@ def layer_of(rel):
     parts = rel.split('/')
     if parts[0] == 'vmm':
         if len(parts) == 2:
-            return 'main' if parts[1] == 'main.c' else 'vmm'
+            return 'main' if parts[1] in TOP_FILES else 'vmm'
         return parts[1] if parts[1] in VMM_LAYERS else 'vmm'
     if parts[0] in ('common', 'tools', 'include', 'sysidle'):
         return parts[0]
@@ -426,7 +428,7 @@ def run(root):
                        if layer_of(f) == 'vmm'})
     # A reader knows what a file may touch from the folder it sits in.
     results.append((PLACED, [(f, 1, 'not in base/, machine/, idle/ or '
-                              'export/ (only main.c sits at the top)')
+                              'export/ (only main.c and options.c/.h sit at the top)')
                              for f in unplaced]))
     print('TAP version 13')
     print('1..%d' % len(results))
