@@ -72,7 +72,7 @@ static const char usage_text[] =
 "                     injected, time halted, the housekeeping thread's\n"
 "                     host wake-ups, the pause counters and the bytes of\n"
 "                     guest serial output dropped to FILE at exit; FILE is\n"
-"                     checked at start (exit 125); a FIFO needs a reader at\n"
+"                     checked at start (exit 115); a FIFO needs a reader at\n"
 "                     exit, which gets 1 s to take it all\n"
 "  --sysidle          detect the fully idle guest (all vCPUs halted, the\n"
 "                     timekeeper taking only its tick) and then stop its\n"

@@ -33,9 +33,10 @@ emulation failure; 128+N signal), and a run past its timeout is TIMEOUT.
   --tap            TAP output (one test per section; SKIP as "# SKIP")
 
 Exit: 0 (every section run passed or skipped, or with --expected every
-listed one passed), 1 otherwise, 77 when the suite is not there (it says
-so: a missing suite never passes silently; with TAP output it is TAP's
-"1..0 # SKIP reason", exit 0, which a TAP harness counts as skipped).
+listed one passed), 1 otherwise, 77 when the suite is not there or
+/dev/kvm cannot be opened (it says which: nothing passes silently; with TAP
+output it is TAP's "1..0 # SKIP reason", exit 0, which a TAP harness
+counts as skipped).
 """
 import argparse
 import os
@@ -280,6 +281,16 @@ def read_list(path):
                 if l.split("#", 1)[0].strip()]
 
 
+def skip_all(why, tap):
+    """Nothing runs: says why, as TAP's skip-all plan (exit 0, what meson
+    reads) or as a comment line with exit 77."""
+    if tap:
+        print(f"1..0 # SKIP {why}")
+        return 0
+    print(f"# {why}: skipped")
+    return 77
+
+
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -294,12 +305,13 @@ def main():
     suite = suite_dir(a.suite)
     cfg = os.path.join(suite, "x86", "unittests.cfg")
     if not os.path.exists(cfg):
-        why = f"kvm-unit-tests not found ({cfg} absent)"
-        if a.tap or a.expected:
-            print(f"1..0 # SKIP {why}")  # TAP's skip: what meson reads
-            return 0
-        print(f"# {why}: skipped")
-        return 77
+        return skip_all(f"kvm-unit-tests not found ({cfg} absent)",
+                        a.tap or a.expected)
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+    except OSError as e:
+        return skip_all(f"/dev/kvm not usable ({e.strerror})",
+                        a.tap or a.expected)
     sections = parse_cfg(cfg)
     by_name = {s["name"]: s for s in sections}
     wanted = None

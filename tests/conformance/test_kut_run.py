@@ -5,7 +5,8 @@ guests stand in for kvm-unit-tests kernels, so every verdict and skip
 reason of kut_run.py is checked without the real suite.
 
 usage: test_kut_run.py VMM GUEST_DIR
-Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm)."""
+Exit: 0 all passed, 1 a check failed. Without a usable /dev/kvm only the
+checks that need no VM run (the rest is one TAP skip, saying why)."""
 import os
 import re
 import subprocess
@@ -16,7 +17,7 @@ VMM, GUESTS = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "kut_run.py")
 sys.path.insert(0, os.path.join(HERE, ".."))
-from tap import check, finish  # noqa: E402 (the tests' reporter)
+from tap import check, finish, skip  # noqa: E402 (the tests' reporter)
 
 CFG = """\
 # comment
@@ -124,10 +125,98 @@ def table_checks(suite, plain_out):
           out + p.stderr)
 
 
+def kvm_usable():
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+        return True
+    except OSError:
+        return False
+
+
+def no_kvm_checks(suite):
+    """Without /dev/kvm the runner runs no section and says so."""
+    rc, out, err = run("--suite", suite)
+    check(rc == 77 and out.startswith("# /dev/kvm not usable") and
+          "skipped" in out and "PASS" not in out and "FAIL" not in out,
+          "no /dev/kvm: exit 77, says so, no section run", out + err)
+    with open(os.path.join(suite, "must.txt"), "w") as f:
+        f.write("pass\n")
+    rc, out, err = run("--suite", suite, "--expected",
+                       os.path.join(suite, "must.txt"))
+    check(rc == 0 and out == out.splitlines()[0] + "\n" and
+          out.startswith("1..0 # SKIP /dev/kvm not usable"),
+          "no /dev/kvm, TAP: a skip-all plan (1..0, SKIP) with the reason",
+          out + err)
+    skip("every section of the made-up suite, kut_table.py on its table",
+         "/dev/kvm not usable")
+
+
+def section_checks(suite):
+    """Every verdict of the runner on the made-up suite (needs KVM)."""
+    rc, out, err = run("--suite", suite)
+    for name, (verdict, detail) in EXPECT.items():
+        m = re.search(r"^(\S+)\s+%s\s+[\d.]+ s  (.*)$" % re.escape(name),
+                      out, re.M)
+        check(m is not None and m.group(1) == verdict and
+              detail in m.group(2),
+              f"section {name}: {verdict} ({detail or 'exit 0'})", out + err)
+    line = re.search(r"^PASS\s+params\s.*$", out, re.M)
+    check(line is not None and line.group(0).endswith("eim=on") and
+          "kvm" not in line.group(0),
+          "section params: -enable-kvm and -accel kvm are what the VMM "
+          "is, not listed as not applied", out)
+    check(line is not None and "pc-testdev" not in line.group(0),
+          "section params: -device pc-testdev is applied (the runner "
+          "gives every section --device pc-testdev), not listed", out)
+    check(line is not None and "edu" not in line.group(0) and
+          "eim=off" not in line.group(0),
+          "section params: -device edu and intel-iommu with the options "
+          "the VMM models become --device (the guest still passes)", out)
+    line = re.search(r"^PASS\s+cpuflags\s.*$", out, re.M)
+    check(line is not None and line.group(0).endswith(
+          "not applied: -cpu qemu64,vendor=GenuineIntel"),
+          "section cpuflags: -x2apic and tsc_deadline=on go to the "
+          "VMM's --cpu (which takes them), the rest is not applied",
+          out)
+    check(rc == 1 and "# kvm-unit-tests: 3 pass, 3 fail, 1 timeout, "
+          "6 skip, of 13 sections" in out,
+          "the whole table: exit 1 (failures), summary counts", out)
+    table_checks(suite, out)
+    with open(os.path.join(suite, "must.txt"), "w") as f:
+        f.write("# must pass\npass\nnodef  # named: runs\n")
+    rc, out, err = run("--suite", suite, "--expected",
+                       os.path.join(suite, "must.txt"), "--sysidle")
+    check(rc == 0 and out.startswith("1..2\n") and
+          "ok 1 - pass --sysidle: PASS" in out and
+          "ok 2 - nodef --sysidle: PASS" in out,
+          "--expected: TAP, listed nodefault sections run, --sysidle "
+          "passed on", out + err)
+    with open(os.path.join(suite, "must.txt"), "a") as f:
+        f.write("code1\nselfskip\n")
+    rc, out, err = run("--suite", suite, "--expected",
+                       os.path.join(suite, "must.txt"))
+    check(rc == 1 and "not ok 3 - code1: FAIL" in out and
+          "not ok 4 - selfskip: SKIP" in out,
+          "--expected: a listed section that fails or skips fails", out)
+    rc, out, err = run("--suite", suite, "--only", "pass,nosuch")
+    check(rc == 1 and "no such section: nosuch" in err,
+          "--only with an unknown section: exit 1, named", out + err)
+
+
+def absent_suite_checks(suite):
+    """No suite where it is said to be: skipped, saying so (no KVM needed:
+    the suite is looked for first)."""
+    rc, out, err = run("--suite", os.path.join(suite, "absent"))
+    check(rc == 77 and "not found" in out and "skipped" in out,
+          "no suite: exit 77, says it skipped", out + err)
+    rc, out, err = run("--suite", os.path.join(suite, "absent"),
+                       "--expected", os.path.join(suite, "must.txt"))
+    check(rc == 0 and out.startswith("1..0 # SKIP kvm-unit-tests not "
+                                     "found"),
+          "no suite, TAP: a skip-all plan (1..0, SKIP) with the reason", out + err)
+
+
 def main():
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        print("# /dev/kvm not usable: skipped")
-        return 77
     with tempfile.TemporaryDirectory() as suite:
         x86 = os.path.join(suite, "x86")
         os.mkdir(x86)
@@ -136,62 +225,12 @@ def main():
         for g in ["hello", "triple", "spin"]:
             os.symlink(os.path.join(os.path.abspath(GUESTS), g + ".elf"),
                        os.path.join(x86, g + ".flat"))
-        rc, out, err = run("--suite", suite)
-        for name, (verdict, detail) in EXPECT.items():
-            m = re.search(r"^(\S+)\s+%s\s+[\d.]+ s  (.*)$" % re.escape(name),
-                          out, re.M)
-            check(m is not None and m.group(1) == verdict and
-                  detail in m.group(2),
-                  f"section {name}: {verdict} ({detail or 'exit 0'})", out + err)
-        line = re.search(r"^PASS\s+params\s.*$", out, re.M)
-        check(line is not None and line.group(0).endswith("eim=on") and
-              "kvm" not in line.group(0),
-              "section params: -enable-kvm and -accel kvm are what the VMM "
-              "is, not listed as not applied", out)
-        check(line is not None and "pc-testdev" not in line.group(0),
-              "section params: -device pc-testdev is applied (the runner "
-              "gives every section --device pc-testdev), not listed", out)
-        check(line is not None and "edu" not in line.group(0) and
-              "eim=off" not in line.group(0),
-              "section params: -device edu and intel-iommu with the options "
-              "the VMM models become --device (the guest still passes)", out)
-        line = re.search(r"^PASS\s+cpuflags\s.*$", out, re.M)
-        check(line is not None and line.group(0).endswith(
-              "not applied: -cpu qemu64,vendor=GenuineIntel"),
-              "section cpuflags: -x2apic and tsc_deadline=on go to the "
-              "VMM's --cpu (which takes them), the rest is not applied",
-              out)
-        check(rc == 1 and "# kvm-unit-tests: 3 pass, 3 fail, 1 timeout, "
-              "6 skip, of 13 sections" in out,
-              "the whole table: exit 1 (failures), summary counts", out)
-        table_checks(suite, out)
-        with open(os.path.join(suite, "must.txt"), "w") as f:
-            f.write("# must pass\npass\nnodef  # named: runs\n")
-        rc, out, err = run("--suite", suite, "--expected",
-                           os.path.join(suite, "must.txt"), "--sysidle")
-        check(rc == 0 and out.startswith("1..2\n") and
-              "ok 1 - pass --sysidle: PASS" in out and
-              "ok 2 - nodef --sysidle: PASS" in out,
-              "--expected: TAP, listed nodefault sections run, --sysidle "
-              "passed on", out + err)
-        with open(os.path.join(suite, "must.txt"), "a") as f:
-            f.write("code1\nselfskip\n")
-        rc, out, err = run("--suite", suite, "--expected",
-                           os.path.join(suite, "must.txt"))
-        check(rc == 1 and "not ok 3 - code1: FAIL" in out and
-              "not ok 4 - selfskip: SKIP" in out,
-              "--expected: a listed section that fails or skips fails", out)
-        rc, out, err = run("--suite", suite, "--only", "pass,nosuch")
-        check(rc == 1 and "no such section: nosuch" in err,
-              "--only with an unknown section: exit 1, named", out + err)
-        rc, out, err = run("--suite", os.path.join(suite, "absent"))
-        check(rc == 77 and "not found" in out and "skipped" in out,
-              "no suite: exit 77, says it skipped", out + err)
-        rc, out, err = run("--suite", os.path.join(suite, "absent"),
-                           "--expected", os.path.join(suite, "must.txt"))
-        check(rc == 0 and out.startswith("1..0 # SKIP kvm-unit-tests not "
-                                         "found"),
-              "no suite, TAP: a skip-all plan (1..0, SKIP) with the reason", out + err)
+        if kvm_usable():
+            section_checks(suite)
+        else:
+            print("# /dev/kvm not usable: the sections are not run")
+            no_kvm_checks(suite)
+        absent_suite_checks(suite)
     return finish()
 
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import Client, Vm, check, connect, tool
+from vmmtest import STATUS, Client, Vm, check, connect, tool
 
 vmmtest.init(sys.argv)
 DEFAULT_DIR = "/run/sysidle"
@@ -424,7 +424,8 @@ def test_bad_requests(sock):
 def test_in_use(tmp, sock, c):
     rc, out, err = vmmtest.run(["--control", sock, "--append", "hz=250",
                                 tool("idle.elf")], timeout=30)
-    check(rc == 110 and "control socket %s is in use" % sock in err and
+    check(rc == STATUS["usage"] and
+          "control socket %s is in use" % sock in err and
           len(err.strip().splitlines()) == 1,
           "a second VMM on the same --control path: exit 110, 'is in use'",
           "exit %s\n%s" % (rc, err))
@@ -436,14 +437,14 @@ def test_in_use(tmp, sock, c):
         fh.write("x")
     rc, out, err = vmmtest.run(["--control", f, tool("idle.elf")],
                                timeout=30)
-    check(rc == 110 and "control socket %s" % f in err and
+    check(rc == STATUS["usage"] and "control socket %s" % f in err and
           "not a socket" in err and os.path.exists(f),
           "--control on a regular file: exit 110, the file is left alone",
           "exit %s\n%s" % (rc, err))
     d = os.path.join(tmp, "missing-dir", "s.sock")
     rc, out, err = vmmtest.run(["--control", d, tool("idle.elf")],
                                timeout=30)
-    check(rc == 110 and "control socket %s" % d in err,
+    check(rc == STATUS["usage"] and "control socket %s" % d in err,
           "--control in a missing directory: exit 110, one clear line",
           "exit %s\n%s" % (rc, err))
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import Vm, check, tool
+from vmmtest import STATUS, Vm, check, tool
 
 vmmtest.init(sys.argv)
 SAMPLES = re.compile(r"pingpong: \w+: samples=([0-9,]+) ns")
@@ -54,8 +54,10 @@ def test_options():
            ["--interrupt-injection", "msr"]]
     for args in bad:
         rc, out, err = vmmtest.run(args + [tool("idle.elf")])
-        check(rc == 110 and args[0] in err and "vmm --help" in err,
-              "vmm %s: exit 120 naming the option" % " ".join(args),
+        check(rc == STATUS["usage"] and args[0] in err and
+              "vmm --help" in err,
+              "vmm %s: exit %d naming the option"
+              % (" ".join(args), STATUS["usage"]),
               "exit %s: %s" % (rc, err))
     rc, out, err = vmmtest.run(["--help"])
     missing = [o for o in ("--halt-poll-ns", "--timer-advance-ns",

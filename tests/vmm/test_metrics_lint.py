@@ -23,7 +23,7 @@ import time
 
 import vmmtest
 from tap import skip
-from vmmtest import check, tool
+from vmmtest import STATUS, check, tool
 
 vmmtest.init(sys.argv)
 PROMTOOL = shutil.which("promtool")
@@ -246,8 +246,8 @@ def test_bad_uuid():
                 "{0f4c1a2b-3c4d-5e6f-8a9b-0123456789ab}", ""]:
         rc, out, err = vmmtest.run(["--uuid", bad, "--control", "none",
                                     tool("idle.elf")])
-        check(rc == 110 and err.startswith("vmm: --uuid '%s': expected a "
-                                           "uuid" % bad) and
+        check(rc == STATUS["usage"] and
+              err.startswith("vmm: --uuid '%s': expected a uuid" % bad) and
               err.count("\n") == 1,
               "--uuid %r: exit 110, one line naming the option" % bad,
               "exit %s\n%s" % (rc, err))

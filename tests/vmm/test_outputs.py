@@ -11,14 +11,13 @@ import fcntl
 import json
 import os
 import re
-import signal
 import stat
 import sys
 import tempfile
 import time
 
 import vmmtest
-from vmmtest import Vm, check, poll_until, run, tool
+from vmmtest import STATUS, Vm, check, poll_until, run, tool
 
 vmmtest.init(sys.argv)
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, Linux; Python 3.10 names it
@@ -83,7 +82,8 @@ def test_stats_fifo_no_reader(tmp):
     vm = Vm(["--control", "none", "--stats-json", fifo, "--append",
              "stay=1", hello()])
     up = vm.wait_line("^hello", START_TIMEOUT) is not None
-    ok, detail = stop_within(vm, 115, "--stats-json FIFO, no reader")
+    ok, detail = stop_within(vm, STATUS["stats"],
+                             "--stats-json FIFO, no reader")
     errs = vmm_errors(vm.err)
     check(up and ok and len(errs) == 1 and fifo in errs[0] and
           "FIFO with no reader" in errs[0],
@@ -124,7 +124,8 @@ def test_stats_fifo_stalled(tmp):
         vm = Vm(["--control", "none", "--cpus", "16", "--stats-json", fifo,
                  "--append", "stay=1", hello()])
         up = vm.wait_line("^hello", START_TIMEOUT) is not None
-        ok, detail = stop_within(vm, 115, "--stats-json FIFO, stalled")
+        ok, detail = stop_within(vm, STATUS["stats"],
+                                 "--stats-json FIFO, stalled")
         got = len(read_all(r))
     finally:
         os.close(r)
@@ -144,8 +145,8 @@ def test_stats_bad_path(tmp):
         rc, out, err = run(["--control", "none", "--stats-json", path,
                             "--append", "stay=1", hello()], timeout=10)
         errs = vmm_errors(err)
-        check(rc == 115 and "hello" not in out and len(errs) == 1 and
-              path in errs[0] and says in errs[0],
+        check(rc == STATUS["stats"] and "hello" not in out and
+              len(errs) == 1 and path in errs[0] and says in errs[0],
               "--stats-json %s: refused at start (115, the guest never "
               "runs): %s" % ("in a missing directory" if says[0] == "d"
                              else "a directory", says),
@@ -160,8 +161,9 @@ def test_log_fifo_no_reader(tmp):
                         fifo, "--append", "stay=1", hello()], timeout=10)
     took = time.monotonic() - t0
     errs = vmm_errors(err)
-    check(rc == 110 and took < STOP_BOUND and len(errs) == 1 and
-          fifo in errs[0] and "FIFO with no reader" in errs[0],
+    check(rc == STATUS["usage"] and took < STOP_BOUND and
+          len(errs) == 1 and fifo in errs[0] and
+          "FIFO with no reader" in errs[0],
           "--sysidle-log on a FIFO with no reader: refused at once (110, "
           "a clear message), no hang in open",
           "exit %s after %.2f s\n%s" % (rc, took, err))
@@ -237,8 +239,8 @@ def test_metrics(tmp):
     rc, out, err = run(["--control", "none", "--metrics-file", path,
                         "--append", "stay=1", hello()], timeout=10)
     errs = vmm_errors(err)
-    check(rc == 110 and "hello" not in out and len(errs) == 1 and
-          path in errs[0] and "does not exist" in errs[0],
+    check(rc == STATUS["usage"] and "hello" not in out and
+          len(errs) == 1 and path in errs[0] and "does not exist" in errs[0],
           "--metrics-file in a missing directory: refused at start (110)",
           "exit %s\n%s" % (rc, err))
     fifo = os.path.join(tmp, "metrics-fifo")
@@ -267,8 +269,9 @@ def test_control(tmp):
                             hello()], timeout=10)
         took = time.monotonic() - t0
         errs = vmm_errors(err)
-        check(rc == 110 and took < STOP_BOUND and len(errs) == 1 and
-              path in errs[0] and "is %s, not a socket" % kind in errs[0]
+        check(rc == STATUS["usage"] and took < STOP_BOUND and
+              len(errs) == 1 and path in errs[0] and
+              "is %s, not a socket" % kind in errs[0]
               and is_kind(os.lstat(path).st_mode),
               "--control on %s: refused at once (110), says what is "
               "there, leaves it as it is" % kind,
@@ -277,7 +280,8 @@ def test_control(tmp):
     rc, out, err = run(["--control", path, "--append", "stay=1", hello()],
                        timeout=10)
     errs = vmm_errors(err)
-    check(rc == 110 and len(errs) == 1 and "does not exist" in errs[0],
+    check(rc == STATUS["usage"] and len(errs) == 1 and
+          "does not exist" in errs[0],
           "--control in a missing directory: refused, says so",
           "exit %s\n%s" % (rc, err))
 

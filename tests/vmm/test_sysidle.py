@@ -14,7 +14,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import Vm, check, tool
+from vmmtest import STATUS, Vm, check, tool
 
 vmmtest.init(sys.argv)
 GUESTS = vmmtest.GUESTS
@@ -106,7 +106,8 @@ def test_options():
                         "--lapic-tick-max-hold", "1", h],
                        "--lapic-tick-max-hold needs --sysidle")]:
         rc, out, err = run(args)
-        check(rc == 110 and msg in err, "%s: exit 110, %r" % (" ".join(args[:-1]), msg),
+        check(rc == STATUS["usage"] and msg in err,
+              "%s: exit 110, %r" % (" ".join(args[:-1]), msg),
               "exit %s\n%s" % (rc, err))
     rc, out, err = run(["--sysidle", "--cpus", "4", h])
     check(rc == 0 and "hello" in out, "hello.elf --sysidle, 4 vCPUs (3 never "

@@ -23,8 +23,7 @@ vmmtest.init(sys.argv)
 VMM, GUESTS, TOOLS = vmmtest.VMM, vmmtest.GUESTS, vmmtest.TOOLS
 RUN_TIMEOUT = 30          # seconds, any single run
 
-STATUS = {"usage": 110, "image": 111, "kvm": 112, "triple": 113,
-          "internal": 114, "stats": 115, "sigint": 130, "sigterm": 143}
+STATUS = vmmtest.STATUS
 
 
 def guest(name):

@@ -22,6 +22,9 @@ from procfs import tasks  # noqa: E402,F401 (the tests' /proc reader)
 VMM = GUESTS = TOOLS = None
 SELFTEST_TIMEOUT = 180  # seconds, one selftest boot (64 vCPUs is slow here)
 POLL_STEP = 0.02  # seconds between two looks in the polling loops
+# The VMM's exit statuses (vmm/base/error.h) and those of its signals.
+STATUS = {"usage": 110, "image": 111, "kvm": 112, "triple": 113,
+          "internal": 114, "stats": 115, "sigint": 130, "sigterm": 143}
 # The namespace of the VMs' default uuids (vmm/README.md, "Metrics").
 UUID_NS = uuid.UUID("515d85be-6f26-497a-a590-01cdee562eb4")
 SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
