@@ -71,6 +71,23 @@ def run(args, timeout=30, stdin=subprocess.DEVNULL):
     return rc, out, err
 
 
+def expect(args, status, stderr_has, what, stdout_has=None, one_line=True,
+           timeout=30):
+    """One check: the VMM run with @args exits @status, @stderr_has on its
+    stderr (and @stdout_has on its stdout); an error status (110 and up)
+    comes with exactly one "vmm: " line that is not a warning."""
+    rc, out, err = run(args, timeout=timeout)
+    lines = [l for l in err.splitlines() if l.startswith("vmm: ")
+             and not l.startswith("vmm: warning")]
+    ok = rc == status and stderr_has in err
+    if one_line and status >= 110:
+        ok = ok and len(lines) == 1
+    if stdout_has is not None:
+        ok = ok and stdout_has in out
+    check(ok, "%s: exit %s, %r" % (what, status, stderr_has),
+          "got exit %s\nstdout: %s\nstderr: %s" % (rc, out, err))
+
+
 def read_lines(path):
     """The lines of the file @path; [] when it cannot be read (yet)."""
     try:
@@ -331,12 +348,15 @@ def all_sleeping(pid):
                if tid == pid or name.startswith("vmm-"))
 
 
-def kvm_usable():
+def kvm_usable(say=True):
+    """/dev/kvm can be opened; when not, and @say, a comment says the
+    VMM's tests are skipped and why."""
     try:
         os.close(os.open("/dev/kvm", os.O_RDWR))
         return True
     except OSError as e:
-        print("# /dev/kvm is not usable (%s): skipping the VMM tests" % e)
+        if say:
+            print("# /dev/kvm is not usable (%s): skipping the VMM tests" % e)
         return False
 
 

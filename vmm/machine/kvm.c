@@ -65,6 +65,26 @@ static int kvm_check_host_fit(struct vm *vm)
 	return 0;
 }
 
+/* What an operator can do about a failed open of /dev/kvm. */
+static const char *kvm_open_hint(int err)
+{
+	switch (err) {
+	case ENOENT:
+	case ENXIO:
+	case ENODEV:
+		return " (this host has no KVM: no KVM module (kvm_intel, "
+		       "kvm_amd) is loaded, virtualisation is off in the "
+		       "firmware, or the hypervisor below offers no nested "
+		       "virtualisation)";
+	case EACCES:
+	case EPERM:
+		return " (this user may not open it: run as a member of its "
+		       "group, usually kvm)";
+	default:
+		return "";
+	}
+}
+
 /*
  * Opens /dev/kvm, creates the VM (no in-kernel irqchip, so HLT exits to
  * userspace) and its RAM: [0, min(size, 3 GiB)) plus the rest at 4 GiB.
@@ -77,8 +97,8 @@ int kvm_vm_create(struct vm *vm, const struct machine_config *opts)
 	vm->ncpus = opts->ncpus;
 	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0)
-		return vmm_fail(VMM_EXIT_KVM, "cannot open /dev/kvm: %s",
-				strerror(errno));
+		return vmm_fail(VMM_EXIT_KVM, "cannot open /dev/kvm: %s%s",
+				strerror(errno), kvm_open_hint(errno));
 	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION)
 		return vmm_fail(VMM_EXIT_KVM, "unsupported KVM API version");
 	do

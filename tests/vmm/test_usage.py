@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""The VMM's command line where no VM is needed: --help, --version, bad
+options, --config errors and a kernel found nowhere, each with its message
+and exit status; and a host without KVM: exit 112, one line saying what to
+look at. Runs whether or not /dev/kvm is usable (without it, this is all
+of the VMM that CI can check), so it never skips as a whole.
+
+usage: test_usage.py VMM GUEST_DIR GUEST_TOOLS_DIR
+Exit: 0 all passed, 1 a check failed."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import vmmtest
+from vmmtest import STATUS, check, expect, kvm_usable, run, skip
+
+vmmtest.init(sys.argv)
+VMM, GUESTS = vmmtest.VMM, vmmtest.GUESTS
+USAGE, IMAGE, KVM = STATUS["usage"], STATUS["image"], STATUS["kvm"]
+
+
+def guest(name):
+    return os.path.join(GUESTS, name + ".elf")
+
+
+def test_help_version():
+    rc, out, _ = run(["--help"])
+    check(rc == 0 and all(o in out for o in
+                          ["--mem", "--cpus", "--append", "--module",
+                           "--cpu FLAGS", "--config FILE",
+                           "--stats-json", "--help", "--version",
+                           "Exit status", "128+SIG"]),
+          "--help documents every option and the exit statuses", out)
+    sec = out[out.find("Exit status:"):]
+    codes = {int(c) for c in re.findall(r"^  (\d+) ", sec, re.M)}
+    check(codes == {0, 110, 111, 112, 113, 114, 115} and
+          not any(124 <= c for c in STATUS.values() if c < 128) and
+          "116-119    reserved" in sec,
+          "--help: the VMM's own statuses are 110..115 (116..119 reserved), "
+          "none of them 124..127 (timeout(1)'s, the shell's): %s" %
+          sorted(codes), sec)
+    rc, out, err = run(["--version"])
+    check(rc == 0 and re.match(r"sysidle-vmm \d+\.\d+\.\d+", out) and not err,
+          "--version: %r" % out.split("\n")[0], out + err)
+
+
+def test_bad_options():
+    h = guest("hello")
+    expect(["--cpus", "0", h], USAGE, "--cpus '0'", "--cpus 0")
+    expect(["--cpus", "5000", h], USAGE, "--cpus '5000'", "--cpus 5000")
+    expect(["--cpus", "two", h], USAGE, "--cpus 'two'", "--cpus two")
+    expect(["--mem", "lots", h], USAGE, "--mem 'lots'", "--mem lots")
+    expect(["--bogus", h], USAGE, "unknown option '--bogus'",
+           "unknown option")
+    expect(["--cpu", "-x2apic,+avx", h], USAGE, "--cpu: '+avx'",
+           "--cpu with a feature it does not have")
+    expect(["--cpu", "x2apic", h], USAGE, "--cpu: 'x2apic'",
+           "--cpu with a feature without + or -")
+    expect([], USAGE, "missing KERNEL", "no kernel")
+    expect([h, h], USAGE, "unexpected argument", "two kernels")
+    expect(["--cpus"], USAGE, "needs an argument", "--cpus without value")
+    expect(["--device", "nosuch", h], USAGE,
+           "--device 'nosuch': expected one of: pc-testdev",
+           "--device nosuch")
+    expect(["--module", "/nonexistent/mod"], USAGE, "missing KERNEL",
+           "module without kernel")
+
+
+def test_config_errors(tmp):
+    """sysidle.conf(5): every error names FILE:LINE, with the usage status."""
+    def conf(text):
+        path = os.path.join(tmp, "vm.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+    c = conf("kernel = %s\n\nbogus = 1\n" % guest("hello"))
+    expect(["--config", c], USAGE, "%s:3: unknown key 'bogus'" % c,
+           "--config: an unknown key names FILE:LINE")
+    c = conf("cpus = two\nkernel = %s\n" % guest("hello"))
+    expect(["--config", c], USAGE, "%s:1: --cpus 'two'" % c,
+           "--config: a bad value names FILE:LINE")
+    c = conf("help\n")
+    expect(["--config", c], USAGE, "%s:1: key 'help' is not allowed" % c,
+           "--config: 'help' refused in a file")
+    c = conf("sysidle = maybe\n")
+    expect(["--config", c], USAGE, "%s:1: key 'sysidle' takes no value" % c,
+           "--config: a flag with a value other than a boolean")
+    c = conf("x" * 5000 + "\n")
+    expect(["--config", c], USAGE, "%s:1: a line longer than" % c,
+           "--config: a line over 4096 bytes")
+    expect(["--config", os.path.join(tmp, "none.conf")], USAGE,
+           "none.conf: No such file", "--config: a missing file")
+    expect(["no-such-guest.elf"], IMAGE, "no such file in the current "
+           "directory nor in ", "a bare kernel name found nowhere names "
+           "both places")
+
+
+def no_kvm_command():
+    """How to run the VMM on a host without KVM: as it is when /dev/kvm
+    cannot be opened here, else in a mount namespace of its own whose /dev
+    is an empty tmpfs (root and unshare(1)); None when neither works."""
+    if not kvm_usable(say=False):
+        return []
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return None
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs none /dev && exec "$0" "$@"', VMM]
+
+
+def test_no_kvm():
+    """No KVM on the host: exit 112 and one line naming /dev/kvm, why it
+    cannot be opened and what to look at; the guest never runs."""
+    prefix = no_kvm_command()
+    what = "a host without /dev/kvm: exit %d, one line saying why" % KVM
+    if prefix is None:
+        skip(what, "KVM is usable here and no mount namespace can hide it "
+             "(needs root and unshare)")
+        return
+    if prefix:
+        p = subprocess.Popen(prefix + [guest("hello")],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        rc, out, err = vmmtest.communicate(p, 30)
+        if rc is not None:
+            vmmtest.sanitizer_check(err, ["(no /dev)", guest("hello")])
+    else:
+        rc, out, err = run([guest("hello")])
+    lines = err.splitlines()
+    check(rc == KVM and "hello" not in out and len(lines) == 1 and
+          lines[0].startswith("vmm: cannot open /dev/kvm: No such file") and
+          "this host has no KVM" in lines[0] and
+          "nested virtualisation" in lines[0],
+          what, "exit %s\nstdout: %s\nstderr: %s" % (rc, out, err))
+
+
+def main():
+    if not os.path.exists(VMM):
+        print("# %s missing" % VMM)
+        return 1
+    if not kvm_usable(say=False):
+        print("# /dev/kvm is not usable: this is all of the VMM that can "
+              "be checked here")
+    with tempfile.TemporaryDirectory() as tmp:
+        test_help_version()
+        test_bad_options()
+        test_config_errors(tmp)
+        test_no_kvm()
+    return vmmtest.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
