@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """The VMM's command line where no VM is needed: --help, --version, bad
-options, --config errors and a kernel found nowhere, each with its message
+options (--sysidle's, the wake path's and --uuid among them), --config
+errors and a kernel found nowhere, each with its message
 and exit status; and a host without KVM: exit 112, one line saying what to
 look at. Runs whether or not /dev/kvm is usable (without it, this is all
 of the VMM that CI can check), so it never skips as a whole.
@@ -68,6 +69,85 @@ def test_bad_options():
            "--device nosuch")
     expect(["--module", "/nonexistent/mod"], USAGE, "missing KERNEL",
            "module without kernel")
+
+
+def test_sysidle_options():
+    """--sysidle and its options."""
+    h = guest("hello")
+    rc, out, _ = run(["--help"])
+    check(rc == 0 and all(o in out for o in ["--sysidle", "--sysidle-log",
+                                              "--timekeeper",
+                                              "--housekeeping-cpu",
+                                              "--lapic-tick-policy",
+                                              "--lapic-tick-max-hold",
+                                              "SIGUSR2"]),
+          "--help documents --sysidle and its options", out)
+    for args, msg in [(["--sysidle-log", "-", h], "needs --sysidle"),
+                      (["--timekeeper", "x", h], "--timekeeper 'x'"),
+                      (["--housekeeping-cpu", "-1", h],
+                       "--housekeeping-cpu '-1'"),
+                      (["--lapic-tick-policy", "delay", h],
+                       "--lapic-tick-policy 'delay': expected honour, "
+                       "catchup or discard"),
+                      (["--lapic-tick-policy", "", h],
+                       "--lapic-tick-policy ''"),
+                      (["--sysidle", "--lapic-tick-policy", "discard",
+                        "--lapic-tick-max-hold", "0", h],
+                       "--lapic-tick-max-hold '0'"),
+                      (["--sysidle", "--lapic-tick-policy", "catchup",
+                        "--lapic-tick-max-hold", "1e9", h],
+                       "--lapic-tick-max-hold '1e9'"),
+                      (["--sysidle", "--lapic-tick-policy", "catchup",
+                        "--lapic-tick-max-hold", "nan", h],
+                       "--lapic-tick-max-hold 'nan'"),
+                      (["--sysidle", "--lapic-tick-max-hold", "1", h],
+                       "--lapic-tick-max-hold needs --sysidle and "
+                       "--lapic-tick-policy catchup or discard"),
+                      (["--lapic-tick-policy", "catchup",
+                        "--lapic-tick-max-hold", "1", h],
+                       "--lapic-tick-max-hold needs --sysidle")]:
+        rc, out, err = run(args)
+        check(rc == USAGE and msg in err,
+              "%s: exit 110, %r" % (" ".join(args[:-1]), msg),
+              "exit %s\n%s" % (rc, err))
+
+
+def test_wake_path_options():
+    """The wake path's options (vmm/README.md, "vCPU states")."""
+    bad = [["--halt-poll-ns", "-1"], ["--halt-poll-ns", "abc"],
+           ["--halt-poll-ns", "10000001"], ["--timer-advance-ns", "1x"],
+           ["--vcpu-timers", "both"], ["--sched-slice-us", "99"],
+           ["--sched-slice-us", "100001"], ["--sched-slice-us", "fast"],
+           ["--interrupt-injection", "msr"]]
+    for args in bad:
+        rc, out, err = run(args + [guest("hello")])
+        check(rc == USAGE and args[0] in err and
+              "vmm --help" in err,
+              "vmm %s: exit %d naming the option"
+              % (" ".join(args), USAGE),
+              "exit %s: %s" % (rc, err))
+    rc, out, err = run(["--help"])
+    missing = [o for o in ("--halt-poll-ns", "--timer-advance-ns",
+                           "--vcpu-timers", "--sched-slice-us",
+                           "--interrupt-injection") if o not in out]
+    check(rc == 0 and not missing, "--help documents the wake-path options",
+          "missing: %s" % missing)
+
+
+def test_bad_uuid():
+    """--uuid takes the canonical text form only."""
+    for bad in ["0f4c1a2b3c4d5e6f8a9b0123456789ab",
+                "0f4c1a2b-3c4d-5e6f-8a9b-0123456789a",
+                "0f4c1a2b-3c4d-5e6f-8a9b-0123456789abc",
+                "0f4c1a2b-3c4d-5e6f-8a9b-0123456789ag",
+                "{0f4c1a2b-3c4d-5e6f-8a9b-0123456789ab}", ""]:
+        rc, out, err = run(["--uuid", bad, "--control", "none",
+                                    guest("hello")])
+        check(rc == USAGE and
+              err.startswith("vmm: --uuid '%s': expected a uuid" % bad) and
+              err.count("\n") == 1,
+              "--uuid %r: exit 110, one line naming the option" % bad,
+              "exit %s\n%s" % (rc, err))
 
 
 def test_config_errors(tmp):
@@ -147,6 +227,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_help_version()
         test_bad_options()
+        test_sysidle_options()
+        test_wake_path_options()
+        test_bad_uuid()
         test_config_errors(tmp)
         test_no_kvm()
     return vmmtest.finish()
