@@ -24,8 +24,12 @@
 
 #include "sysidle_doc.h" /* struct hook_domain, struct sysidle_doc */
 
-/* --hooks: the default directory, of the VMM and the libvirt bridge. */
-#define DEFAULT_HOOKS_DIR "/etc/sysidle/hooks"
+/* --hooks: the default directory, of the VMM and the libvirt bridge:
+ * SYSCONFDIR/sysidle/hooks (meson.build), which `meson install` creates. */
+#ifndef SYSIDLE_CONFDIR
+#define SYSIDLE_CONFDIR "/etc/sysidle"
+#endif
+#define DEFAULT_HOOKS_DIR SYSIDLE_CONFDIR "/hooks"
 
 /* --hook-timeout: seconds, at least 1 ms and at most HOOKS_TIMEOUT_MAX_S
  * (a smaller value would round to no time at all);

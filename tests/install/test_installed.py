@@ -156,6 +156,19 @@ def test_version_help(t):
               "exit %s\n%s%s" % (rc, out[:2000], err))
 
 
+def test_hooks_dir(t):
+    """The hooks' default directory is the one the install made."""
+    hooks = t.path("etc", "sysidle", "hooks")
+    check(os.path.isdir(hooks), "the install made %s" %
+          os.path.relpath(hooks, t.prefix))
+    for p in ("sysidle-vmm", "sysidle-libvirt"):
+        rc, out, err = run([t.prog(p), "--help"], env=t.env,
+                           cwd=tempfile.gettempdir())
+        check(rc == 0 and "(default %s;" % hooks in out,
+              "%s --help: --hooks defaults to PREFIX/etc/sysidle/hooks" % p,
+              "exit %s\n%s%s" % (rc, out[:4000], err))
+
+
 def kvm_usable():
     try:
         fd = os.open("/dev/kvm", os.O_RDWR)
@@ -340,6 +353,7 @@ def main():
     t = Installed(build, prefix, source)
     files = test_install(t)
     test_version_help(t)
+    test_hooks_dir(t)
     test_guest(t)
     test_library(t, files)
     test_units(t)

@@ -849,7 +849,7 @@ def test_errors(tmp):
         "--once", "--stats-file FILE", "--verbose", "--help",
         "--source S", "--idle-interval MS", "--lease SECONDS",
         "--metrics-file FILE", "(default auto)", "(default 1000",
-        "(default 30)", "qemu:///system", "/etc/sysidle/hooks",
+        "(default 30)", "qemu:///system", "/sysidle/hooks;",
         "(default 100)", "(default 10)"]),
         "--help lists every option and its default", out)
     bad = os.path.join(tmp, "bad.stats")
