@@ -24,6 +24,7 @@
 #define BACKOFF_MIN_MS 1000u
 #define BACKOFF_MAX_MS 60000u
 #define EXIT_USAGE 2
+#define STOP_TIMEOUT_MAX_S 3600u
 #define ATTACH_RETRY_MS 10000u
 
 struct options {
@@ -34,6 +35,7 @@ struct options {
 	const char *metrics_file;
 	const char *hooks_dir;
 	uint64_t hook_timeout_ns;
+	uint64_t stop_timeout_ns; /* --stop-timeout: see stop.h */
 	bool once;
 	const char *stats_file;
 	bool verbose;
@@ -76,6 +78,7 @@ extern unsigned int scans_done;
 
 /* sysidle-libvirt.c */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void warn_nowait(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t mono_ns(void);
 uint64_t unix_ms(void);

@@ -59,6 +59,10 @@ static const char usage_text[] =
 "                     (default " DEFAULT_HOOKS_DIR "; absent: no hooks)\n"
 "  --hook-timeout SECONDS  kill a hook still running after SECONDS\n"
 "                     (default 10)\n"
+"  --stop-timeout SECONDS  after SIGTERM or SIGINT, exit at once (status\n"
+"                     3) when the clean stop has not ended within SECONDS,\n"
+"                     1 to 3600 (default 30): a libvirt call that does\n"
+"                     not return, hooks that take long\n"
 "  --once             scan twice, one interval apart, set each domain's\n"
 "                     metadata (left in place until its lease ends), print\n"
 "                     each domain's state and exit; runs no hooks\n"
@@ -84,9 +88,10 @@ static const char usage_text[] =
 "the systemd journal).\n"
 "SIGTERM or SIGINT (or the end of --stats-file): finish the scan, run the\n"
 "hooks (idle end for a domain fully idle, then unwatched end), remove the\n"
-"metadata, exit 0.\n"
+"metadata, exit 0. A second SIGTERM or SIGINT, or --stop-timeout passing\n"
+"first, ends it at once, saying what it was doing (exit 3).\n"
 "Exit status: 0 done, 1 cannot start (libvirt with --once, the stats\n"
-"file), 2 bad options.\n";
+"file), 2 bad options, 3 stopped before the clean stop ended.\n";
 
 /* @text as an unsigned number of at most @max; false if it is not one. */
 static bool parse_u64_max(const char *text, uint64_t max, uint64_t *v)
@@ -129,6 +134,7 @@ int parse_options(int argc, char **argv)
 		{ "interval", required_argument, NULL, 'i' },
 		{ "hooks", required_argument, NULL, 'H' },
 		{ "hook-timeout", required_argument, NULL, 'O' },
+		{ "stop-timeout", required_argument, NULL, 'T' },
 		{ "once", no_argument, NULL, '1' },
 		{ "stats-file", required_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -143,12 +149,14 @@ int parse_options(int argc, char **argv)
 	};
 	const char *conf_env = getenv("SYSIDLE_LIBVIRT_CONFIG");
 	bool idle_given = false;
+	uint64_t secs;
 	int c, k;
 
 	opt = (struct options){ .uri = DEFAULT_URI, .interval_ms = 100,
 				.idle_interval_ms = 1000, .lease_s = 30,
 				.hooks_dir = DEFAULT_HOOKS_DIR,
-				.hook_timeout_ns = 10000000000ull };
+				.hook_timeout_ns = 10000000000ull,
+				.stop_timeout_ns = 30000000000ull };
 	/* SYSIDLE_LIBVIRT_CONFIG: another default file ("" none), for tests */
 	if (conf_args_build(PROG, argc, argv,
 			    conf_env ? (*conf_env ? conf_env : NULL) :
@@ -213,6 +221,14 @@ int parse_options(int argc, char **argv)
 			if (hooks_parse_timeout(optarg, &opt.hook_timeout_ns))
 				return usage_error("--hook-timeout '%s': "
 						   HOOKS_TIMEOUT_USAGE, optarg);
+			break;
+		case 'T':
+			if (!parse_u64_max(optarg, STOP_TIMEOUT_MAX_S, &secs) ||
+			    !secs)
+				return usage_error("--stop-timeout '%s': "
+						   "expected seconds, 1 to %u",
+						   optarg, STOP_TIMEOUT_MAX_S);
+			opt.stop_timeout_ns = secs * 1000000000u;
 			break;
 		case '1':
 			opt.once = true;

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +31,7 @@
 #include "metrics.h"
 #include "publish.h"
 #include "stats_source.h"
+#include "stop.h"
 
 /* Is @f's descriptor the systemd journal's stream (JOURNAL_STREAM is
  * "DEV:INO" of it)? */
@@ -50,25 +50,46 @@ static bool is_journal(FILE *f)
  * any other thread starts, read only after. */
 static bool journal_out, journal_err;
 
-/* One log line on @f: "TIME LEVEL message", or "<PRIO>message" for the
- * journal (which stamps it itself). Any thread. */
-static void log_line(FILE *f, int prio, const char *level, const char *fmt,
-		     va_list ap)
+/* One log line into @buf (cut to @size, newline kept): "TIME LEVEL
+ * message", or "<PRIO>message" for the journal (which stamps it itself).
+ * Returns its length. */
+static size_t log_format(char *buf, size_t size, bool journal, int prio,
+			 const char *level, const char *fmt, va_list ap)
 {
 	struct timespec ts;
 	struct tm tm;
 	char when[32];
+	int n;
 
-	if (f == stderr ? journal_err : journal_out) {
-		fprintf(f, "<%d>", prio);
+	if (journal) {
+		n = snprintf(buf, size, "<%d>", prio);
 	} else {
 		clock_gettime(CLOCK_REALTIME, &ts);
 		gmtime_r(&ts.tv_sec, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-		fprintf(f, "%s.%03ldZ %s ", when, ts.tv_nsec / 1000000, level);
+		n = snprintf(buf, size, "%s.%03ldZ %s ", when,
+			     ts.tv_nsec / 1000000, level);
 	}
-	vfprintf(f, fmt, ap);
-	fputc('\n', f);
+	if (n >= 0 && (size_t)n < size)
+		n += vsnprintf(buf + n, size - (size_t)n, fmt, ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n > size - 2)
+		n = (int)size - 2;
+	buf[n++] = '\n';
+	buf[n] = '\0';
+	return (size_t)n;
+}
+
+/* One log line on @f. Any thread. */
+static void log_line(FILE *f, int prio, const char *level, const char *fmt,
+		     va_list ap)
+{
+	char line[8192];
+
+	log_format(line, sizeof(line), f == stderr ? journal_err : journal_out,
+		   prio, level, fmt, ap);
+	fputs(line, f);
 	fflush(f);
 }
 
@@ -79,6 +100,23 @@ void warn(const char *fmt, ...)
 	va_start(ap, fmt);
 	log_line(stderr, 4, "WARNING", fmt, ap);
 	va_end(ap);
+}
+
+/* A warning that never blocks: one write(2) to stderr, without stdio's
+ * lock, and only when stderr takes it now (else it is lost). */
+void warn_nowait(const char *fmt, ...)
+{
+	struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
+	char line[1024];
+	size_t n;
+	va_list ap;
+
+	va_start(ap, fmt);
+	n = log_format(line, sizeof(line), journal_err, 4, "WARNING", fmt, ap);
+	va_end(ap);
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) &&
+	    write(STDERR_FILENO, line, n) < 0)
+		return; /* nothing more to do about it */
 }
 
 void say(const char *fmt, ...)
@@ -122,26 +160,32 @@ static void quiet_libvirt(void *arg, virErrorPtr err)
 
 /* ---- the main loop ---- */
 
-static int sigfd = -1;
-static bool stopping;
+/* A stop signal came (said once, by this thread). */
+static bool stopping(void)
+{
+	static bool said;
+	int sig = stop_requested();
+
+	if (sig && !said) {
+		say("%s: signal %d: stopping", PROG, sig);
+		said = true;
+	}
+	return sig != 0;
+}
 
 /* Wait until @deadline_ns (monotonic) or a stop signal; false: stop. */
 static bool wait_until(uint64_t deadline_ns)
 {
+	stop_phase("the wait for the next scan");
 	for (;;) {
-		struct pollfd p = { .fd = sigfd, .events = POLLIN };
+		struct pollfd p = { .fd = stop_fd(), .events = POLLIN };
 		uint64_t now = mono_ns();
-		struct signalfd_siginfo si;
 
-		if (stopping)
+		if (stopping())
 			return false;
 		if (now >= deadline_ns)
 			return true;
-		if (poll(&p, 1, (int)((deadline_ns - now + 999999) / 1000000)) > 0 &&
-		    read(sigfd, &si, sizeof(si)) == sizeof(si)) {
-			say("%s: signal %u: stopping", PROG, si.ssi_signo);
-			stopping = true;
-		}
+		poll(&p, 1, (int)((deadline_ns - now + 999999) / 1000000));
 	}
 }
 
@@ -154,6 +198,7 @@ static void disconnect(virConnectPtr *conn)
 		doms[i]->dom = NULL;
 	}
 	stats_source_list_drop();
+	stop_phase("closing the connection to libvirt");
 	if (*conn) {
 		events_unwatch(*conn);
 		virConnectClose(*conn);
@@ -168,7 +213,8 @@ static virConnectPtr connect_retry(void)
 	uint64_t backoff = BACKOFF_MIN_MS;
 	virConnectPtr conn;
 
-	while (!stopping) {
+	while (!stopping()) {
+		stop_phase("connecting to libvirt");
 		conn = virConnectOpen(opt.uri);
 		if (conn) {
 			if (!opt.once && !opt.stats_file)
@@ -192,6 +238,7 @@ static bool get_scan(virConnectPtr conn, struct stats_file *sf,
 {
 	int rc;
 
+	stop_phase("a scan (libvirt's domain list or statistics)");
 	if (sf)
 		rc = stats_file_next(sf, conn, scan);
 	else if (opt.source == STATS_LIBVIRT || opt.remote)
@@ -237,7 +284,7 @@ static int run(struct stats_file *sf)
 
 	conn = connect_retry();
 	if (!conn) {
-		if (opt.once && !stopping) {
+		if (opt.once && !stopping()) {
 			fprintf(stderr, PROG ": cannot connect to libvirt '%s': "
 				"%s\n", opt.uri, lv_error());
 			return 1;
@@ -245,7 +292,7 @@ static int run(struct stats_file *sf)
 		return 0;
 	}
 	deadline = mono_ns();
-	while (!stopping) {
+	while (!stopping()) {
 		struct stats_scan scan;
 
 		if (!conn) {
@@ -258,6 +305,7 @@ static int run(struct stats_file *sf)
 		t0 = mono_ns();
 		if (get_scan(conn, sf, &scan)) {
 			failing = false;
+			stop_phase("publishing a scan (metadata, hooks)");
 			process_scan(&scan);
 			stats_scan_free(&scan);
 			scans++;
@@ -299,6 +347,7 @@ static int run(struct stats_file *sf)
 		else
 			status = 1;
 	}
+	stop_phase("removing the domains' metadata");
 	for (size_t i = 0; i < ndoms; i++) {
 		struct tracked *t = doms[i];
 		bool watched = t->watched;
@@ -326,7 +375,6 @@ static int run(struct stats_file *sf)
 int main(int argc, char **argv)
 {
 	struct stats_file *sf = NULL;
-	sigset_t set;
 	char err[256];
 	int status;
 
@@ -335,31 +383,25 @@ int main(int argc, char **argv)
 	if (parse_options(argc, argv) < 0)
 		return EXIT_USAGE;
 	lease_init();
-	/* Stop signals through a signalfd, for this thread and every thread
-	 * started after (the hooks worker: its hooks get a clean mask). */
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	/* Stop signals: read by a thread of their own (stop.c), blocked in
+	 * this thread and every thread started after (the hooks worker: its
+	 * hooks get a clean mask). */
 	signal(SIGPIPE, SIG_IGN);
-	sigfd = signalfd(-1, &set, SFD_CLOEXEC);
-	if (sigfd < 0) {
-		fprintf(stderr, PROG ": signalfd: %s\n", strerror(errno));
+	if (stop_start(opt.stop_timeout_ns) < 0) {
+		fprintf(stderr, PROG ": cannot start the stop thread: %s\n",
+			strerror(errno));
 		return 1;
 	}
 	if (opt.stats_file) {
 		bool stopped;
 
-		sf = stats_file_open(opt.stats_file, sigfd, &stopped, err,
+		stop_phase("reading --stats-file");
+		sf = stats_file_open(opt.stats_file, stop_fd(), &stopped, err,
 				     sizeof(err));
 		if (!sf && stopped) {
-			struct signalfd_siginfo si = { 0 };
-
-			if (read(sigfd, &si, sizeof(si)) != sizeof(si))
-				si.ssi_signo = 0;
-			say("%s: signal %u: stopping (--stats-file '%s': %s)",
-			    PROG, si.ssi_signo, opt.stats_file, err);
-			close(sigfd);
+			say("%s: signal %d: stopping (--stats-file '%s': %s)",
+			    PROG, stop_requested(), opt.stats_file, err);
+			stop_finish();
 			return 0;
 		}
 		if (!sf) {
@@ -388,10 +430,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	status = run(sf);
+	stop_phase("the last hooks");
 	hook_queue_stop();
+	stop_finish();
 	report_dropped_hooks();
 	stats_file_close(sf);
 	domains_free();
-	close(sigfd);
 	return status;
 }
