@@ -28,6 +28,7 @@ Exit: 0 all passed, 1 a check failed, 77 skipped (no libvirt binding)."""
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ TOOL = os.path.abspath(sys.argv[1])
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
 from tap import check, finish  # noqa: E402
+from silent_libvirtd import SilentLibvirtd  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(TOOL))
 
@@ -693,7 +695,8 @@ def test_cli(uri):
           p.stdout + p.stderr)
     bad = [["--policy", "sleep"], ["--policy", "pack,pack"],
            ["--suspend-after", "soon"], ["--suspend-max", "-1"],
-           ["--idle-cpus", "3-1"], ["--interval", "0"], ["--frobnicate"]]
+           ["--idle-cpus", "3-1"], ["--interval", "0"], ["--frobnicate"],
+           ["--stop-timeout", "0"], ["--stop-timeout", "2h"]]
     rcs = []
     for b in bad:
         p = run_tool([TOOL, "--state-dir", fresh_state(), "--once", "--dir", "none"] + b,
@@ -1033,6 +1036,49 @@ def test_vmm_liar():
         victim.wait()
 
 
+def test_stop_hung():
+    """A libvirt call that never returns (libvirtd hangs): SIGTERM still
+    ends the daemon, after --stop-timeout, saying where it was; a second
+    signal ends it at once."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for tag, extra, second, bound, says in [
+                ("timeout", ["--stop-timeout", "1"], None, 3.0,
+                 "the stop did not end within 1 s, in the middle of "),
+                ("twice", [], signal.SIGINT, 1.5,
+                 "signal 2 again, in the middle of ")]:
+            lv = SilentLibvirtd(os.path.join(tmp, tag + ".sock"))
+            p = subprocess.Popen([TOOL, "--state-dir", fresh_state(),
+                                  "--dir", tmp, "--libvirt", lv.uri] + extra,
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            end = time.monotonic() + 10
+            while not lv.asked() and time.monotonic() < end:
+                time.sleep(0.05)
+            asked = lv.asked()
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            if second:
+                time.sleep(0.2)
+                p.send_signal(second)
+            try:
+                out, err = p.communicate(timeout=bound + 5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            took = time.monotonic() - t0
+            lv.close()
+            check(asked and p.returncode == 3 and took < bound and
+                  says in out and "stays in the journal" in out and
+                  LOG_PREFIX.match(out) is not None,
+                  "libvirtd silent, the daemon waiting in a libvirt call: %s"
+                  " ends it with exit 3 in %.1f s (bound %.1f), one "
+                  "warning saying where it was" %
+                  ("SIGTERM and --stop-timeout 1" if not second else
+                   "a second signal", took, bound),
+                  "asked %s, exit %s\n%s%s" % (asked, p.returncode, out,
+                                               err))
+
+
 def main():
     print("# libvirt %d.%d.%d" % (libvirt.getVersion() // 1000000,
                                   libvirt.getVersion() // 1000 % 1000,
@@ -1056,6 +1102,7 @@ def main():
     try:
         test_vmm_fake()
         test_vmm_liar()
+        test_stop_hung()
     except Exception as e:      # noqa: BLE001
         import traceback
         check(False, "test_vmm_fake raised %s" % e, traceback.format_exc())

@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
 from tap import check, finish, skip  # noqa: E402
 from procfs import alive, blocks_signal, tasks  # noqa: E402
+from silent_libvirtd import SilentLibvirtd  # noqa: E402
 import urnschema  # noqa: E402
 
 BRIDGE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
@@ -651,35 +652,6 @@ def test_metrics_lease(tmp):
           [e.attrib for e in web])
 
 
-class SilentLibvirtd:
-    """A UNIX socket that takes libvirt's connection and its first call and
-    never answers: a libvirtd that hangs."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.bind(path)
-        self.sock.listen(4)
-        self.conns, self.got = [], 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            try:
-                self.got += len(c.recv(65536))
-            except OSError:
-                pass
-
-    def close(self):
-        for c in self.conns:
-            c.close()
-        self.sock.close()
-
-
 def test_stop_hung_libvirt(tmp):
     """A libvirt call that never returns (libvirtd hangs): SIGTERM still
     ends the bridge, after --stop-timeout, saying where it was; a second
@@ -692,11 +664,10 @@ def test_stop_hung_libvirt(tmp):
              "signal 2 again, in the middle of connecting to libvirt")]:
         path = os.path.join(tmp, tag + ".sock")
         lv = SilentLibvirtd(path)
-        b = Bridge(tmp, tag, ["--libvirt",
-                              "qemu+unix:///system?socket=" + path,
+        b = Bridge(tmp, tag, ["--libvirt", lv.uri,
                               "--hooks", os.path.join(tmp, "no-hooks")] +
                    extra)
-        asked = poll_until(lambda: lv.got > 0, 10)
+        asked = poll_until(lv.asked, 10)
         t0 = time.monotonic()
         b.p.send_signal(signal.SIGTERM)
         if second:

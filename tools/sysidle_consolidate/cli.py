@@ -22,7 +22,7 @@ USAGE = ("%(prog)s [--dir DIR] [--socket PATH ...] [--libvirt URI ...]\n"
          "       [--policy pack|suspend|pack,suspend] [--idle-cpus LIST]\n"
          "       [--suspend-after T] [--suspend-max T] [--interval T]\n"
          "       [--pack-after T] [--restore-after T] [--max-actions N]\n"
-         "       [--state-dir DIR] [--metrics-file PATH]\n"
+         "       [--state-dir DIR] [--metrics-file PATH] [--stop-timeout T]\n"
          "       [--once] [--dry-run] [--verbose] [--config FILE]\n"
          "       %(prog)s --status [--json] [--state-dir DIR]\n"
          "       %(prog)s --history [--state-dir DIR]\n"
@@ -38,6 +38,14 @@ def seconds(text):
     v = float(m.group(1))
     return v / 1000 if m.group(2) == "ms" else v * 60 \
         if m.group(2) == "m" else v
+
+
+def stop_seconds(text):
+    """--stop-timeout: a time from 1 s to 1 h."""
+    v = seconds(text)
+    if not 1.0 <= v <= 3600.0:
+        raise argparse.ArgumentTypeError("%r is not from 1 s to 1 h" % text)
+    return v
 
 
 def count(text):
@@ -108,6 +116,11 @@ def build_parser(doc):
     ap.add_argument("--restore-after", type=seconds, default=0.2,
                     metavar="T", help="restore a packed VM out of "
                     "FULL_NOTED continuously for this long (default 200 ms)")
+    ap.add_argument("--stop-timeout", type=stop_seconds, default=30.0,
+                    metavar="T", help="after SIGTERM or SIGINT, exit at once "
+                    "(status 3) when the exit's resumes and restores have "
+                    "not ended within T, 1 s to 1 h (default 30 s): a "
+                    "libvirt call that does not return")
     ap.add_argument("--max-actions", type=count, default=6, metavar="N",
                     help="at most N packs and suspends per VM in any 60 s "
                          "(default 6; 0: no limit)")
@@ -208,7 +221,7 @@ def run(ap, args, log):
         sys.stderr.write("sysidle-consolidate: --libvirt needs the libvirt "
                          "Python binding (python3-libvirt): %s\n" % e)
         return 1
-    d = Daemon(ctx, sources)
+    d = Daemon(ctx, sources, stop_timeout=args.stop_timeout)
     if not args.dry_run:
         reconcile(ctx, sources)
     if args.once:

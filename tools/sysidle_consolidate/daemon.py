@@ -12,6 +12,7 @@ import time
 from .journal import NoJournal
 from .policy import Policy
 from .retry import Retrier
+from .stopwatch import StopWatch
 
 
 class Context:
@@ -92,10 +93,18 @@ class Context:
 
 
 class Daemon:
-    def __init__(self, ctx, sources):
+    def __init__(self, ctx, sources, stop_timeout=30.0):
         self.ctx = ctx
         self.sources = sources
         self.stopping = None
+        self.stop_timeout = stop_timeout
+        self.watch = None    # the StopWatch while signals are handled
+        self.old_handlers = None
+
+    def phase(self, what):
+        """What the main thread is doing, for a forced stop's message."""
+        if self.watch is not None:
+            self.watch.phase = what
 
     def targets(self):
         return [t for s in self.sources for t in s.targets()]
@@ -105,6 +114,7 @@ class Daemon:
         retries. Returns the monotonic time of the next thing due."""
         ctx = self.ctx
         now = ctx.now() if now is None else now
+        self.phase("a pass over the VMs (their states, the actions due)")
         for s in self.sources:
             s.poll(now)
         for t in self.targets():
@@ -143,16 +153,17 @@ class Daemon:
             fds[r]()
 
     def run(self, until=None):
-        """Until SIGTERM / SIGINT (or the monotonic time @until: tests);
-        then everything undone. Returns the signal name or "end"."""
-        old = None
+        """Until SIGTERM / SIGINT (or the monotonic time @until: tests).
+        Returns the signal name or "end"; finish() then undoes everything.
+        The signals stay handled until finish() has ended, and the stop is
+        bounded by --stop-timeout (stopwatch.py)."""
         if until is None:
-            signal.set_wakeup_fd(self.ctx.wake_wr.fileno())
-
             def stop(signum, frame):
                 self.stopping = signum
-            old = [signal.signal(signal.SIGTERM, stop),
-                   signal.signal(signal.SIGINT, stop)]
+            self.old_handlers = [signal.signal(signal.SIGTERM, stop),
+                                 signal.signal(signal.SIGINT, stop)]
+            self.watch = StopWatch(self.stop_timeout, self.ctx.wake)
+            self.watch.start()
         while not self.stopping:
             due = self.step()
             if until is not None:
@@ -160,17 +171,13 @@ class Daemon:
                     break
                 due = until if due is None else min(due, until)
             self.wait(due)
-        why = signal.Signals(self.stopping).name if self.stopping else "end"
-        if old is not None:
-            signal.signal(signal.SIGTERM, old[0])
-            signal.signal(signal.SIGINT, old[1])
-            signal.set_wakeup_fd(-1)
-        return why
+        return signal.Signals(self.stopping).name if self.stopping else "end"
 
     def finish(self, why):
         """Every suspended VM resumed, every packed VM restored, the
         retries run out; the exit line."""
         before = self.ctx.retrier.errors
+        self.phase("the exit: resuming and restoring every VM held")
         for s in self.sources:
             s.shutdown(why)
         self.ctx.retrier.finish()
@@ -188,6 +195,11 @@ class Daemon:
         else:
             self.ctx.log("exit (%s): every packed VM restored, every "
                          "suspended VM resumed" % why)
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = None
+            signal.signal(signal.SIGTERM, self.old_handlers[0])
+            signal.signal(signal.SIGINT, self.old_handlers[1])
 
     def once(self):
         """One pass over every source, the retries of failed actions

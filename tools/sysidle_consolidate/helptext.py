@@ -13,7 +13,7 @@ usage: sysidle-consolidate [--dir DIR] [--socket PATH ...] [--libvirt URI ...]
                            [--suspend-max T] [--interval T]
                            [--pack-after T] [--restore-after T]
                            [--max-actions N] [--state-dir DIR]
-                           [--metrics-file PATH]
+                           [--metrics-file PATH] [--stop-timeout T]
                            [--once] [--dry-run] [--verbose]
        sysidle-consolidate --history [--state-dir DIR]
        sysidle-consolidate --hosts URI,... | --plan-input FILE
@@ -194,7 +194,11 @@ sysidle_consolidate_settled_edges{watch=filtered|raw}.
 
 SIGTERM / SIGINT: every suspended VM is resumed and every packed VM
 restored, then exit 0 (their journal entries dropped). Killed otherwise,
-the journal lets the next run put them back (see above).
+the journal lets the next run put them back (see above). The stop is
+bounded whatever libvirt does: when it has not ended within
+--stop-timeout (a libvirt call that never returns), or at a second
+SIGTERM / SIGINT, it exits 3 at once, one warning saying what it was in
+the middle of; what it still held stays in the journal.
 
 Testing aid: with SYSIDLE_CONSOLIDATE_KILL_AT=N (an integer >= 1; other
 values are ignored with a warning) the process kills itself with SIGKILL
@@ -231,5 +235,6 @@ bad key or value: "FILE:LINE: message", exit 2.
 Exit status (daemon): 0 done; 1 (--once only) an action was given up after its
 retries, or --libvirt without the libvirt Python binding, or the state
 directory is in use or cannot be used; 1 (--status) no state directory;
-2 bad usage or a bad configuration file.
+2 bad usage or a bad configuration file; 3 stopped before the exit's
+resumes and restores ended (--stop-timeout, or a second signal).
 """

@@ -27,16 +27,24 @@ def stamp(created):
         ".%03dZ" % (int(created * 1000) % 1000)
 
 
+def line(levelno, msg, created, journal):
+    """One log line: "TIME LEVEL message", or "<PRIO>message" for the
+    journal."""
+    if journal:
+        return "<%d>%s" % (PRIORITY.get(levelno, 6), msg)
+    return "%s %s %s" % (stamp(created), logging.getLevelName(levelno), msg)
+
+
 class LineFormatter(logging.Formatter):
     def format(self, record):
-        return "%s %s %s" % (stamp(record.created), record.levelname,
-                             record.getMessage())
+        return line(record.levelno, record.getMessage(), record.created,
+                    False)
 
 
 class JournalFormatter(logging.Formatter):
     def format(self, record):
-        return "<%d>%s" % (PRIORITY.get(record.levelno, 6),
-                           record.getMessage())
+        return line(record.levelno, record.getMessage(), record.created,
+                    True)
 
 
 class FlushingHandler(logging.StreamHandler):
