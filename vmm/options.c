@@ -271,8 +271,9 @@ static int find_guest(struct vm_options *o)
 		o->machine.kernel = path;
 		return 0;
 	}
-	fprintf(stderr, "vmm: kernel '%s': no such file in the current "
-		"directory nor in %s\n", k, SYSIDLE_GUESTDIR);
+	fprintf(stderr, "%s: kernel '%s': no such file in the current "
+		"directory nor in %s\n", program_invocation_short_name, k,
+		SYSIDLE_GUESTDIR);
 	return -1;
 }
 
@@ -313,11 +314,11 @@ static int usage_error(const char *fmt, const char *arg)
 {
 	const char *at = conf_origin(&conf, arg);
 
-	fputs("vmm: ", stderr);
+	fprintf(stderr, "%s: ", program_invocation_short_name);
 	if (at)
 		fprintf(stderr, "%s: ", at);
 	fprintf(stderr, fmt, arg);
-	fputs(" (see vmm --help)\n", stderr);
+	fprintf(stderr, " (see %s --help)\n", program_invocation_short_name);
 	return VMM_EXIT_USAGE;
 }
 
@@ -370,7 +371,8 @@ int parse_options(int argc, char **argv, struct vm_options *o)
 	o->idle.housekeeping_cpu = -1;
 	o->export.hooks_dir = DEFAULT_HOOKS_DIR;
 	o->export.hook_timeout_ns = 10000000000ull;
-	if (conf_args_build("vmm", argc, argv, NULL, longopts, "kernel", &conf))
+	if (conf_args_build(program_invocation_short_name, argc, argv, NULL,
+			    longopts, "kernel", &conf))
 		return VMM_EXIT_USAGE;
 	argc = conf.argc;
 	argv = conf.argv;

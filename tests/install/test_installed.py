@@ -169,6 +169,16 @@ def test_hooks_dir(t):
               "exit %s\n%s%s" % (rc, out[:4000], err))
 
 
+def test_vmm_errors(t):
+    """The installed VMM's error lines carry its installed name."""
+    rc, out, err = run([t.prog("sysidle-vmm"), "--bogus", "x.elf"],
+                       env=t.env, cwd=tempfile.gettempdir())
+    check(rc == 110 and err == "sysidle-vmm: unknown option '--bogus' "
+          "(see sysidle-vmm --help)\n" and not out,
+          "sysidle-vmm --bogus: exit 110, the error line names "
+          "sysidle-vmm", "exit %s\n%s%s" % (rc, out, err))
+
+
 def kvm_usable():
     try:
         fd = os.open("/dev/kvm", os.O_RDWR)
@@ -354,6 +364,7 @@ def main():
     files = test_install(t)
     test_version_help(t)
     test_hooks_dir(t)
+    test_vmm_errors(t)
     test_guest(t)
     test_library(t, files)
     test_units(t)

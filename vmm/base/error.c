@@ -59,8 +59,9 @@ void vmm_stderr_init(void)
 		err_out.fd = fd;
 }
 
-/* One line, "vmm: " @kind @fmt, to stderr without blocking; dropped and
- * counted when stderr does not take it at once. Any thread. */
+/* One line, "PROGRAM: " @kind @fmt, to stderr without blocking, dropped
+ * and counted when stderr does not take it at once (PROGRAM: the name it
+ * was run by, vmm in the build tree, sysidle-vmm installed). Any thread. */
 static void stderr_line(const char *kind, const char *fmt, va_list ap)
 {
 	char line[VMM_LINE_MAX];
@@ -68,7 +69,8 @@ static void stderr_line(const char *kind, const char *fmt, va_list ap)
 	ssize_t n;
 	int r;
 
-	r = snprintf(line, sizeof(line), "vmm: %s", kind);
+	r = snprintf(line, sizeof(line), "%s: %s",
+		     program_invocation_short_name, kind);
 	len = r < 0 ? 0 : (size_t)r;
 	r = vsnprintf(line + len, sizeof(line) - len, fmt, ap);
 	len = r < 0 ? len : len + (size_t)r;

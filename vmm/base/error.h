@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The one error pattern, and the VM's stop. Every failure goes through
- * vmm_fail(), which prints one "vmm: <message>" line on stderr (the first
- * failure only), records the exit status and stops the VM; it returns -1
- * so that callers can `return vmm_fail(...)`. Any thread, any time.
+ * vmm_fail(), which prints one "PROGRAM: <message>" line on stderr (the
+ * first failure only; PROGRAM is the name it was run by: vmm in the build
+ * tree), records the exit status and stops the VM; it returns -1 so that
+ * callers can `return vmm_fail(...)`. Any thread, any time.
  */
 #ifndef VMM_BASE_ERROR_H
 #define VMM_BASE_ERROR_H
@@ -61,7 +62,7 @@ uint64_t vmm_stderr_dropped(void); /* any thread */
 /* Where those lines go, for a writer of its own that must not block
  * either (--sysidle-log -): non-blocking unless a regular file. */
 int vmm_stderr_fd(void);
-/* "vmm: " and the message, without stopping anything (once the VM has
+/* "PROGRAM: " and the message, without stopping anything (once the VM has
  * stopped, where vmm_fail() says nothing more). */
 void vmm_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
