@@ -7,7 +7,9 @@
 #  - tk_handshake.pml: the VMM's handshake between the timekeeper vCPU
 #    thread and the housekeeping thread (tk_state, force_req, the kick);
 #  - halt_wait.pml: a vCPU's HLT wait (halt polling, the timer it serves
-#    itself) against the threads that post to it.
+#    itself) against the threads that post to it;
+#  - bridge_stop.pml: the libvirt bridge's lock-free flags (the list's
+#    staleness, the event loop's quit) and its bounded stop.
 # Each model has its own table of checks below, chosen by the file name.
 #
 #   check-model.sh SPIN CC MODEL.pml WORKDIR
@@ -62,7 +64,7 @@ fi
 
 name=$(basename "$model")
 case $name in
-sysidle.pml | tk_handshake.pml | halt_wait.pml) ;;
+sysidle.pml | tk_handshake.pml | halt_wait.pml | bridge_stop.pml) ;;
 *) echo "$0: no checks defined for $name" >&2; exit 2 ;;
 esac
 model=$(cd "$(dirname "$model")" && pwd)/$name
@@ -195,6 +197,50 @@ variant_label()
 	no_signal) echo "fault NO_SIGNAL (a halted vCPU is not signalled)" ;;
 	no_recheck) echo "fault NO_RECHECK (blocks after the poll without a look)" ;;
 	no_move_wake) echo "fault NO_MOVE_WAKE (a moved deadline does not wake the wait)" ;;
+	*) echo "$1" ;;
+	esac
+}
+infos_title="what else the faults break"
+
+elif [ "$name" = bridge_stop.pml ]; then
+
+# variant: correct, split_exchange, no_loop_wake, no_force (the faults)
+checks=(
+"pass|correct|noclaim|-|bridge stop: no invalid end state (every thread ends, or waits where waiting for good is right)"
+"pass|correct|safety|forced_only_hung|bridge stop: safety 'forced_only_hung' holds (the forced exit only when the main thread hangs in a libvirt call)"
+"pass|correct|liveness|relist_seen|bridge stop: liveness 'relist_seen' holds under weak fairness (a lifecycle event is taken by a later scan)"
+"pass|correct|liveness|stop_ends|bridge stop: liveness 'stop_ends' holds under weak fairness (a stop signal ends the process, even with a hung main thread)"
+"fail|correct|safety|never_forced|bridge stop (non-vacuity): the forced exit happens, 'never_forced' violated"
+"fail|correct|safety|never_relisted|bridge stop (non-vacuity): a scan takes an event, 'never_relisted' violated"
+"fail|split_exchange|liveness|relist_seen|bridge stop, fault SPLIT_EXCHANGE: liveness 'relist_seen' violated as expected"
+"fail|no_loop_wake|safety|forced_only_hung|bridge stop, fault NO_LOOP_WAKE: safety 'forced_only_hung' violated as expected"
+"fail|no_force|liveness|stop_ends|bridge stop, fault NO_FORCE: liveness 'stop_ends' violated as expected"
+)
+infos=(
+"no_loop_wake|noclaim|-"
+"no_force|noclaim|-"
+)
+
+variant_defines()
+{
+	case $1 in
+	correct) echo "" ;;
+	split_exchange) echo "-DSPLIT_EXCHANGE" ;;
+	no_loop_wake) echo "-DNO_LOOP_WAKE" ;;
+	no_force) echo "-DNO_FORCE" ;;
+	*) echo "unknown variant $1" >&2; return 1 ;;
+	esac
+}
+spin_defs=""
+header="libvirt bridge: the list's staleness, the event loop's quit, the bounded stop"
+
+variant_label()
+{
+	case $1 in
+	correct) echo "correct model" ;;
+	split_exchange) echo "fault SPLIT_EXCHANGE (stale read, then cleared in another step)" ;;
+	no_loop_wake) echo "fault NO_LOOP_WAKE (quit without the timeout that ends the loop's wait)" ;;
+	no_force) echo "fault NO_FORCE (no forced exit)" ;;
 	*) echo "$1" ;;
 	esac
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* libvirt's lifecycle events mark the domain list stale: see events.h. */
+/* libvirt's lifecycle events mark the domain list stale: see events.h.
+ * The flags' model: tests/model/bridge_stop.pml. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>

@@ -8,7 +8,8 @@
  * (stop_finish()) within the grace given to stop_start(), or at a second
  * signal, the process exits at once with STOP_FORCED_STATUS, saying on
  * stderr what the main thread was doing (stop_phase()); the metadata left
- * behind stops counting when its lease runs out.
+ * behind stops counting when its lease runs out. Model:
+ * tests/model/bridge_stop.pml (with events.c's flags).
  */
 #ifndef SYSIDLE_LIBVIRT_STOP_H
 #define SYSIDLE_LIBVIRT_STOP_H
