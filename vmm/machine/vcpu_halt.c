@@ -20,12 +20,11 @@
 #include <errno.h>
 #include <time.h>
 
+#include "machine/halt_rules.h"
 #include "machine/pause.h"
 #include "machine/vcpu_loop.h"
 
-#define HALT_POLL_GROW_START_NS 10000ull /* KVM's halt_poll_ns_grow_start */
 #define TIMER_SELF_SLACK_NS 2000ull /* spun rather than handed over */
-#define ADVANCE_ADJUST_STEP 8 /* KVM's LAPIC_TIMER_ADVANCE_ADJUST_STEP */
 #define HALT_POLL_PREEMPTED_NS 20000ull /* a gap that is not the loop's */
 
 static const struct machine_config *cfg_of(const struct vcpu *v)
@@ -81,15 +80,8 @@ static uint64_t spin_until(struct vcpu *v, uint64_t until_ns, unsigned int seq,
  * by an eighth of the error, within 0..--timer-advance-ns. */
 static void advance_adjust(struct vcpu *v, int64_t err_ns)
 {
-	uint64_t max = cfg_of(v)->timer_advance_max_ns;
-	int64_t step = err_ns / ADVANCE_ADJUST_STEP;
-
-	if (step >= 0)
-		v->advance_ns = v->advance_ns + (uint64_t)step > max ?
-				max : v->advance_ns + (uint64_t)step;
-	else
-		v->advance_ns = (uint64_t)-step > v->advance_ns ?
-				0 : v->advance_ns - (uint64_t)-step;
+	v->advance_ns = timer_advance_next(v->advance_ns, err_ns,
+					   cfg_of(v)->timer_advance_max_ns);
 }
 
 /* The lock again after a spin: its holder is most likely the thread that
@@ -192,29 +184,11 @@ static bool halt_poll(struct vcpu *v)
 	return hit;
 }
 
-/*
- * After a halt of @halt_ns: KVM's rule. A wake-up within the window: as
- * it is. A window that was open and the halt outlasted --halt-poll-ns:
- * halved (to 0 below the start). A halt shorter than --halt-poll-ns the
- * window missed: doubled (from 10 us). A wake-up that was not an
- * interrupt (a pause, a stop): halved.
- */
+/* After a halt of @halt_ns: KVM's rule (halt_rules.h). */
 static void halt_poll_adjust(struct vcpu *v, uint64_t halt_ns, bool valid)
 {
-	uint64_t max = cfg_of(v)->halt_poll_max_ns;
-
-	if (!max)
-		return;
-	if (!valid || (v->poll_ns && halt_ns > max)) {
-		v->poll_ns /= 2;
-		if (v->poll_ns < HALT_POLL_GROW_START_NS)
-			v->poll_ns = 0;
-	} else if (halt_ns > v->poll_ns && halt_ns < max && v->poll_ns < max) {
-		v->poll_ns = v->poll_ns ? v->poll_ns * 2 :
-			     HALT_POLL_GROW_START_NS;
-		if (v->poll_ns > max)
-			v->poll_ns = max;
-	}
+	v->poll_ns = halt_poll_next(v->poll_ns, halt_ns,
+				    cfg_of(v)->halt_poll_max_ns, valid);
 }
 
 static void timer_wait_begin(struct vcpu *v)
