@@ -147,8 +147,11 @@ def no_kvm_checks(suite):
           out.startswith("1..0 # SKIP /dev/kvm not usable"),
           "no /dev/kvm, TAP: a skip-all plan (1..0, SKIP) with the reason",
           out + err)
-    skip("every section of the made-up suite, kut_table.py on its table",
-         "/dev/kvm not usable")
+    skip("every section of the made-up suite", "/dev/kvm not usable")
+    # kut_table.py needs no VM: the table the runner prints on a KVM host
+    # (EXPECT, in its format) stands in for the run.
+    table_checks(suite, "".join("%-7s %-28s %6.1f s  %s\n" % (v, n, 0.1, d)
+                                for n, (v, d) in EXPECT.items()))
 
 
 def section_checks(suite):
