@@ -663,8 +663,9 @@ def test_stop_hung_libvirt(tmp):
             ("hung-twice", [], signal.SIGINT, 1.5,
              "signal 2 again, in the middle of connecting to libvirt")]:
         path = os.path.join(tmp, tag + ".sock")
+        prom = os.path.join(tmp, tag + ".prom")
         lv = SilentLibvirtd(path)
-        b = Bridge(tmp, tag, ["--libvirt", lv.uri,
+        b = Bridge(tmp, tag, ["--libvirt", lv.uri, "--metrics-file", prom,
                               "--hooks", os.path.join(tmp, "no-hooks")] +
                    extra)
         asked = poll_until(lv.asked, 10)
@@ -685,6 +686,16 @@ def test_stop_hung_libvirt(tmp):
               ("SIGTERM and --stop-timeout 1" if not second else
                "a second signal", took, bound),
               "asked %s, exit %s\n%s" % (asked, rc, err))
+        try:
+            with open(prom) as f:
+                left = f.read()
+        except OSError as e:
+            left = str(e)
+        samples = [l for l in left.splitlines() if not l.startswith("#")]
+        check(samples == ["sysidle_libvirt_up 0"] and not [
+              n for n in os.listdir(tmp) if n.startswith(tag + ".prom.")],
+              "%s: the metrics file left says sysidle_libvirt_up 0 and "
+              "nothing else, no temporary file beside it" % tag, left)
 
 
 def test_sigterm(tmp):

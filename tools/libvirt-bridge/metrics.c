@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The bridge's --metrics-file: see metrics.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,8 @@
 #include "hook_queue.h"
 #include "metrics.h"
 #include "promtext.h"
+
+#define UP_HELP "1 while the bridge runs; 0 in the file it leaves at exit."
 
 static struct {
 	bool dirty, failing;
@@ -86,8 +90,7 @@ static void format(FILE *f, bool up)
 	for (size_t i = 0; i < ndoms; i++)
 		watched += doms[i]->watched;
 	hook_queue_counts(&run, &failed, &dropped);
-	prom_family(f, "sysidle_libvirt_up", "gauge", "1 while the bridge runs; "
-	       "0 in the file it leaves at exit.");
+	prom_family(f, "sysidle_libvirt_up", "gauge", UP_HELP);
 	fprintf(f, "sysidle_libvirt_up %d\n", up);
 	prom_family(f, "sysidle_libvirt_domains_watched", "gauge",
 	       "Domains whose idle state the bridge publishes.");
@@ -195,4 +198,27 @@ void metrics_write(bool final)
 	m.errors++;
 	unlink(tmp);
 	free(tmp);
+}
+
+void metrics_write_down(void)
+{
+	static const char text[] = "# HELP sysidle_libvirt_up " UP_HELP "\n"
+				   "# TYPE sysidle_libvirt_up gauge\n"
+				   "sysidle_libvirt_up 0\n";
+	char tmp[PATH_MAX];
+	int fd, n;
+
+	if (!opt.metrics_file)
+		return;
+	n = snprintf(tmp, sizeof(tmp), "%s.down.%d", opt.metrics_file,
+		     (int)getpid());
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	n = (int)write(fd, text, sizeof(text) - 1);
+	if (close(fd) != 0 || n != (int)sizeof(text) - 1 ||
+	    rename(tmp, opt.metrics_file) != 0)
+		unlink(tmp);
 }

@@ -24,5 +24,10 @@ void metrics_scan(uint64_t ns, uint64_t interval_ms);
 /* After a scan: write the file if due (or @final: the last one, with
  * sysidle_libvirt_up 0). A failure is warned once until it works. */
 void metrics_write(bool final);
+/* The forced exit's file (stop.c: the signal thread, the main thread
+ * anywhere): sysidle_libvirt_up 0 alone, so that nothing in it is left
+ * claiming a state no longer followed. write(2) and rename(2) only: no
+ * stdio, no lock the main thread may hold, no fsync that may block. */
+void metrics_write_down(void);
 
 #endif

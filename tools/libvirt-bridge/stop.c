@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bridge.h"
+#include "metrics.h"
 #include "stop.h"
 
 static struct {
@@ -36,6 +37,7 @@ static void stop_force(const char *why)
 	warn_nowait("%s: %s, in the middle of %s: exiting now (metadata left "
 		    "behind stops counting when its lease runs out)", PROG,
 		    why, phase ? phase : "the stop");
+	metrics_write_down();
 	_exit(STOP_FORCED_STATUS);
 }
 

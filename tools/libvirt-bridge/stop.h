@@ -7,8 +7,9 @@
  * true and stop_fd() readable. If the clean stop has not ended
  * (stop_finish()) within the grace given to stop_start(), or at a second
  * signal, the process exits at once with STOP_FORCED_STATUS, saying on
- * stderr what the main thread was doing (stop_phase()); the metadata left
- * behind stops counting when its lease runs out. Model:
+ * stderr what the main thread was doing (stop_phase()), the metrics file
+ * then saying sysidle_libvirt_up 0 alone; the metadata left behind stops
+ * counting when its lease runs out. Model:
  * tests/model/bridge_stop.pml (with events.c's flags).
  */
 #ifndef SYSIDLE_LIBVIRT_STOP_H
