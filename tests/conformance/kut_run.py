@@ -281,6 +281,15 @@ def read_list(path):
                 if l.split("#", 1)[0].strip()]
 
 
+def kvm_unusable():
+    """Why /dev/kvm cannot be opened read-write; None when it can."""
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+    except OSError as e:
+        return e.strerror
+    return None
+
+
 def skip_all(why, tap):
     """Nothing runs: says why, as TAP's skip-all plan (exit 0, what meson
     reads) or as a comment line with exit 77."""
@@ -307,11 +316,9 @@ def main():
     if not os.path.exists(cfg):
         return skip_all(f"kvm-unit-tests not found ({cfg} absent)",
                         a.tap or a.expected)
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-    except OSError as e:
-        return skip_all(f"/dev/kvm not usable ({e.strerror})",
-                        a.tap or a.expected)
+    why = kvm_unusable()
+    if why:
+        return skip_all(f"/dev/kvm not usable ({why})", a.tap or a.expected)
     sections = parse_cfg(cfg)
     by_name = {s["name"]: s for s in sections}
     wanted = None
