@@ -17,6 +17,9 @@
 #   make install-check  a build whose prefix is $(BUILD)-install/prefix;
 #               installs there and runs the installed programs (part of
 #               `make test`)
+#   make fleet-crash  sysidle-fleet and the hosts' libvirtds killed with
+#               SIGKILL at every step of a pack, a standby, a wake and an
+#               unpack on a test fleet (tests/fleet/); long, not in CI
 #   make soak   16 idle VMs with random wake-ups, control clients and
 #               hooks for 10 minutes; fails on RSS/fd growth or an unclean
 #               exit (not in CI; SOAK_OPTS="--duration 60 --vms 4": short)
@@ -32,7 +35,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_CI_SECONDS ?= 45
 
 .PHONY: all deps build run run-library test conformance bench fuzz soak clean \
-	install install-check
+	install install-check fleet-crash
 
 all: build
 
@@ -62,7 +65,7 @@ test: deps
 	ninja -C $(BUILD)
 	ninja -C $(BUILD)-asan
 	ninja -C $(BUILD)-tsan
-	-meson test -C $(BUILD) --print-errorlogs
+	-meson test -C $(BUILD) --no-suite fleet-crash --print-errorlogs
 	-meson test -C $(BUILD)-asan --print-errorlogs
 	-meson test -C $(BUILD)-tsan --suite threads --suite vmm --suite libvirt --print-errorlogs
 	$(call fuzz_run,$(FUZZ_CI_SECONDS))
@@ -121,6 +124,9 @@ install-check: deps
 
 soak: build
 	python3 tools/soak.py --build $(BUILD) $(SOAK_OPTS)
+
+fleet-crash: build
+	meson test -C $(BUILD) --suite fleet-crash --print-errorlogs
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

@@ -12,8 +12,9 @@ class InventoryError(ValueError):
 
 class Domain:
     def __init__(self, name, uuid, vcpus, memory_kib, run_state, state,
-                 since_ms):
+                 since_ms, hold=None):
         self.name = name
+        self.hold = hold        # why it must not move now (a str), or None
         self.uuid = uuid
         self.vcpus = vcpus
         self.memory_kib = memory_kib
@@ -92,7 +93,8 @@ def parse_inventory(inv):
                 _field(rd, "run_state", str, dw, required=False,
                        default="running"),
                 _field(rd, "state", str, dw, required=False),
-                _field(rd, "since_unix_ms", int, dw, required=False)))
+                _field(rd, "since_unix_ms", int, dw, required=False),
+                _field(rd, "hold", str, dw, required=False)))
         inactive = []
         for j, ri in enumerate(_field(rh, "inactive_domains", list, where,
                                       required=False, default=[])):

@@ -23,6 +23,7 @@ import errno
 import fcntl
 import json
 import os
+import threading
 import time
 
 from . import steps
@@ -75,8 +76,9 @@ class Journal:
     it cannot be created or read."""
     enabled = True
 
-    def __init__(self, directory, log=None):
+    def __init__(self, directory, log=None, program="sysidle-consolidate"):
         self.dir = os.path.abspath(directory)
+        self.lock = threading.Lock()     # put / drop from several threads
         self.path = os.path.join(self.dir, NAME)
         self.tmp = self.path + ".tmp"
         self.log = log
@@ -97,8 +99,8 @@ class Journal:
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise JournalLocked(
                     "state directory %s is in use by another "
-                    "sysidle-consolidate (%s/lock is locked)" %
-                    (self.dir, self.dir))
+                    "%s (%s/lock is locked)" %
+                    (self.dir, program, self.dir))
             raise JournalError("%s/lock: %s" % (self.dir, e.strerror))
         try:
             os.unlink(self.tmp)
@@ -128,15 +130,17 @@ class Journal:
     def put(self, key, entry):
         """Records @entry under @key (written at once, unless the same
         entry is already there)."""
-        if same(self.entries.get(key), entry):
-            return
-        entry = dict(entry, unix_ms=int(time.time() * 1000))
-        self.entries[key] = entry
-        self.write()
+        with self.lock:
+            if same(self.entries.get(key), entry):
+                return
+            entry = dict(entry, unix_ms=int(time.time() * 1000))
+            self.entries[key] = entry
+            self.write()
 
     def drop(self, key):
-        if self.entries.pop(key, None) is not None:
-            self.write()
+        with self.lock:
+            if self.entries.pop(key, None) is not None:
+                self.write()
 
     def write(self):
         """The entries to disk, atomically (see the module's comment). A

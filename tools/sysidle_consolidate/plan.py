@@ -19,7 +19,8 @@ plan_libvirt.py). Standalone: python3 -m sysidle_consolidate.plan OPTIONS.
 Options besides the budget: --hosts URI,... (repeatable), --plan-input
 FILE ('-': stdin; at most PLAN_INPUT_MAX, 16 MiB, read: a longer file is
 refused as unreadable, exit 6), --dump-inventory FILE ('-': stdout),
---apply.
+--apply, --migrate-uri URI (with --apply: where the migration streams go,
+tcp://ADDRESS; default: the destination's host name).
 
 Idle state. A domain is fully idle when its urn:sysidle:1 metadata element
 (published by the bridge, <state name="FULL_NOTED" num="4"
@@ -106,7 +107,9 @@ Inventory JSON (--plan-input; the libvirt inventory builds the same, and
               "inactive_domains": [{"name": "old", "uuid": "..."}]}]}
 "uuid", "run_state" (default "running"), "since_unix_ms",
 "inactive_domains" and "taken_unix_ms" may be left out; "state" null (or
-absent) means no idle metadata.
+absent) means no idle metadata. A domain may also carry "hold": a reason
+(a string) why it must not move now, printed as it is in the "keep host"
+line (the fleet daemon's cool-downs and migrations under way).
 """
 import io
 import json
@@ -193,6 +196,10 @@ def add_arguments(parser):
     g.add_argument("--apply", action="store_true",
                    help="make the moves (live migration); default: print "
                         "the plan only")
+    g.add_argument("--migrate-uri", metavar="URI",
+                   help="with --apply: where the migration streams go "
+                        "(tcp://ADDRESS[:PORT]; default: the destination's "
+                        "host name)")
     g.add_argument("--cpu-budget", type=typed(_fraction, "--cpu-budget"),
                    metavar="N", help="vCPUs a host may carry (default: its "
                    "CPUs x --cpu-overcommit)")
@@ -291,7 +298,14 @@ def run(args, log):
         elif args.apply:
             log("apply: nothing to do")
         return plan.status
-    return _libvirt_module().apply_plan(plan, log)
+    if args.migrate_uri:
+        from .fleet.uri import BadHost, migrate_uri
+        try:
+            migrate_uri(args.migrate_uri)
+        except BadHost as e:
+            log("error: %s" % e)
+            return EXIT_USAGE
+    return _libvirt_module().apply_plan(plan, log, args.migrate_uri)
 
 
 def main(argv=None):

@@ -20,7 +20,12 @@ with it: a powered-down host must not keep a copy that could be started
 twice; a transient domain stays transient). Peer to peer: the source's
 libvirt daemon opens the destination URI itself, so the URIs given must
 reach the destinations from the source hosts too (qemu+ssh://host/system,
-qemu+tls://host/system; not qemu:///system). Just before its migration a
+qemu+tls://host/system; not qemu:///system, which libvirt refuses as "the
+same host"; a libvirtd of this machine on a socket of its own,
+qemu:///system?socket=PATH, is given to the source as
+qemu+unix:///system?socket=PATH, the form libvirt accepts: fleet/uri.py);
+--migrate-uri tcp://ADDRESS sends the migration streams there (libvirt's
+default is the destination's host name). Just before its migration a
 domain is looked up again (by UUID) and must still be running and
 FULL_NOTED (for at least the plan's --min-idle-s); otherwise, or when the
 migration fails, the remaining moves of that source host are not attempted
@@ -150,8 +155,10 @@ def inventory(uris, now_ms=None):
     return {"taken_unix_ms": taken, "hosts": hosts}
 
 
-def _check_and_migrate(move, conn, min_idle_ms):
+def _check_and_migrate(move, conn, min_idle_ms, migrate_uri=None):
     """Migrate @move's domain; returns None when done, else why not."""
+    from .fleet.uri import p2p_form
+    dconnuri = p2p_form(move.dst)
     if move.uuid:
         dom = conn.lookupByUUIDString(move.uuid)
     else:
@@ -174,12 +181,17 @@ def _check_and_migrate(move, conn, min_idle_ms):
     if dom.isPersistent():
         flags |= libvirt.VIR_MIGRATE_PERSIST_DEST | \
             libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
-    dom.migrateToURI3(move.dst, {}, flags)
+    params = {}
+    if migrate_uri:
+        params[libvirt.VIR_MIGRATE_PARAM_URI] = migrate_uri
+    dom.migrateToURI3(dconnuri, params, flags)
     return None
 
 
-def apply_plan(plan, log):
-    """Make @plan's moves (plan.Plan) in order, one line each on @log.
+def apply_plan(plan, log, migrate_uri=None):
+    """Make @plan's moves (plan.Plan) in order, one line each on @log;
+    @migrate_uri: where the migration streams go (tcp://ADDRESS), or None
+    (libvirt's default: the destination's host name).
     Returns plan.EXIT_OK when every move is done, else
     plan.EXIT_APPLY_FAILED."""
     try:
@@ -204,7 +216,8 @@ def apply_plan(plan, log):
                 conn = conns.get(m.src)
                 if conn is None:
                     conn = conns[m.src] = libvirt.open(m.src)
-                why = _check_and_migrate(m, conn, plan.min_idle_ms)
+                why = _check_and_migrate(m, conn, plan.min_idle_ms,
+                                         migrate_uri)
             except libvirt.libvirtError as e:
                 why = "failed: %s" % _errmsg(e)
             if why is None:

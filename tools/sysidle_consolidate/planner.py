@@ -155,6 +155,8 @@ class _Load:
 
 def _stays_reason(dom, budget, taken_ms):
     """Why @dom cannot move, or None when it can."""
+    if dom.hold is not None:
+        return "%s (%s)" % (dom.name, dom.hold)
     if dom.run_state != "running":
         return "%s (%s)" % (dom.name, dom.run_state)
     if dom.state is None:

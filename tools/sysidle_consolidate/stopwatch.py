@@ -24,11 +24,16 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class StopWatch:
-    def __init__(self, grace, wake):
+    def __init__(self, grace, wake, program="sysidle-consolidate",
+                 on_force=None):
         """@grace: seconds the clean stop may take; @wake(): any thread,
-        makes the main loop look again."""
+        makes the main loop look again; @program: the name the warning
+        gives; @on_force(): called just before a forced exit, from this
+        thread (no lock the main thread may hold)."""
         self.grace = grace
         self.wake = wake
+        self.program = program
+        self.on_force = on_force
         self.phase = "the stop"  # the main thread's, for the message
         self.rd, self.wr = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.done_rd, self.done_wr = os.pipe2(os.O_CLOEXEC)
@@ -76,9 +81,14 @@ class StopWatch:
     def _force(self, why):
         """Exit now: one warning on stdout (the log's), written only if
         stdout takes it at once (no lock the main thread may hold)."""
-        msg = ("sysidle-consolidate: %s, in the middle of %s: exiting now "
+        msg = ("%s: %s, in the middle of %s: exiting now "
                "(what is held stays in the journal; the next run puts it "
-               "back)" % (why, self.phase))
+               "back)" % (self.program, why, self.phase))
+        if self.on_force is not None:
+            try:
+                self.on_force()
+            except Exception:
+                pass
         data = (logsetup.line(logging.WARNING, msg, time.time(),
                               self.journal) + "\n").encode()
         p = select.poll()
