@@ -9,6 +9,8 @@ import signal
 import subprocess
 import time
 
+import rig
+
 PY = "/usr/bin/python3"
 
 
@@ -36,7 +38,6 @@ class FleetDaemon:
         a = [PY, self.script]
         for h in hosts or self.fleet.hosts:
             a += ["--host", "%s=%s" % (h.name, h.uri)]
-        import rig
         return a + ["--migrate-uri", rig.MIGRATE_URI, "--hooks",
                     self.hooks_dir, "--state-dir", self.state_dir,
                     "--metrics-file", self.metrics_path] + self.args
@@ -122,39 +123,51 @@ class FleetDaemon:
             return {}
 
 
+def _on_frozen(h, name):
+    """(runs, defined) of domain @name on host @h whose libvirtd is
+    stopped, without asking it: a QEMU process of the host named for the
+    domain, its definition file in the host's /etc overlay."""
+    runs = any(("guest=%s," % name) in rig.read("/proc/%d/cmdline" % p)
+               .replace("\0", " ") for p in h.pids()
+               if rig.comm(p).startswith("qemu"))
+    defined = os.path.isfile(os.path.join(
+        h.dir, "ovl", "etc", "upper", "libvirt", "qemu", name + ".xml"))
+    return runs, defined
+
+
+def where_all(fleet, name):
+    """(hosts running @name, hosts holding its persistent definition), a
+    host whose libvirtd is stopped (standby) seen from outside."""
+    on, defs = [], []
+    for h in fleet.hosts:
+        if h.frozen:
+            runs, defined = _on_frozen(h, name)
+            if runs:
+                on.append(h.name)
+            if defined:
+                defs.append(h.name)
+    on += fleet.where(name)
+    defs += fleet.defined(name)
+    return sorted(on), sorted(defs)
+
+
 def census(fleet, names):
     """[problems]: a domain of @names not running on exactly one host, or
-    whose persistent definition is not on exactly that host (hosts that
-    are frozen are thawed for the look and frozen again)."""
-    frozen = [h for h in fleet.hosts if h.frozen]
-    for h in frozen:
-        h.thaw()
-    try:
-        problems = []
-        for n in names:
-            on = fleet.where(n)
-            defs = fleet.defined(n)
-            if len(on) != 1:
-                problems.append("%s runs on %s" % (n, on or "no host"))
-            elif defs != on:
-                problems.append("%s runs on %s, defined on %s" %
-                                (n, on[0], defs or "no host"))
-        return problems
-    finally:
-        for h in frozen:
-            h.freeze()
+    whose persistent definition is not on exactly that host."""
+    problems = []
+    for n in names:
+        on, defs = where_all(fleet, n)
+        if len(on) != 1:
+            problems.append("%s runs on %s" % (n, on or "no host"))
+        elif defs != on:
+            problems.append("%s runs on %s, defined on %s" %
+                            (n, on[0], defs or "no host"))
+    return problems
 
 
 def placement(fleet, names):
-    """{name: host name or None} (frozen hosts are looked at too)."""
-    frozen = [h for h in fleet.hosts if h.frozen]
-    for h in frozen:
-        h.thaw()
-    try:
-        return {n: (fleet.where(n) or [None])[0] for n in names}
-    finally:
-        for h in frozen:
-            h.freeze()
+    """{name: the host running it (the first, if several) or None}."""
+    return {n: (where_all(fleet, n)[0] or [None])[0] for n in names}
 
 
 def idle_states(fleet, names):

@@ -61,8 +61,29 @@ PORT_BASE = 40000 + (os.getpid() % 40) * 512
 MIGRATE_URI = "tcp://127.0.0.1"
 
 
+KEEPALIVE_S = 1
+
+
 class RigError(Exception):
     pass
+
+
+_loop = []
+
+
+def event_loop():
+    """libvirt's event loop on a thread of its own (once a process): what
+    keepalive needs."""
+    import libvirt
+    if not _loop:
+        libvirt.virEventRegisterDefaultImpl()
+
+        def run():
+            while True:
+                libvirt.virEventRunDefaultImpl()
+        t = threading.Thread(target=run, daemon=True, name="libvirt-events")
+        t.start()
+        _loop.append(t)
 
 
 def read(path):
@@ -237,6 +258,7 @@ class Host:
             raise RigError("%s: libvirtd: %s" % (self.name, ans["error"]))
         self.close_conn()
         import libvirt
+        event_loop()
         end = time.monotonic() + timeout
         while True:
             st = self.request({"op": "status", "name": "libvirtd"})
@@ -246,7 +268,9 @@ class Host:
                     read(os.path.join(self.dir, "libvirtd.log"))[-1500:]))
             if os.path.exists(self.sock):
                 try:
-                    self._conn = libvirt.open(self.uri)
+                    c = libvirt.open(self.uri)
+                    c.setKeepAlive(KEEPALIVE_S, 3)
+                    self._conn = c
                     return
                 except libvirt.libvirtError:
                     pass
@@ -278,10 +302,15 @@ class Host:
         return ans.get("sent")
 
     def conn(self):
-        """A read-write libvirt connection to the host (kept)."""
+        """A read-write libvirt connection to the host (kept), with
+        libvirt's keepalive: a call to a host that stops answering (its
+        libvirtd stopped) fails within KEEPALIVE_S x 4 seconds."""
         import libvirt
         if self._conn is None:
-            self._conn = libvirt.open(self.uri)
+            event_loop()
+            c = libvirt.open(self.uri)
+            c.setKeepAlive(KEEPALIVE_S, 3)
+            self._conn = c
         return self._conn
 
     def close_conn(self):
@@ -594,6 +623,22 @@ class Fleet:
             except libvirt.libvirtError:
                 pass
         return out
+
+    def migrate(self, name, dst):
+        """Live-migrates domain @name to host @dst (peer to peer, its
+        definition with it), as an operator would with virsh migrate
+        --live --p2p --persistent --undefinesource."""
+        import libvirt
+        src = self.where(name)
+        if src == [dst.name]:
+            return
+        dom = self.host(src[0]).conn().lookupByName(name)
+        flags = libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER
+        if dom.isPersistent():
+            flags |= libvirt.VIR_MIGRATE_PERSIST_DEST | \
+                libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
+        dom.migrateToURI3(dst.uri, {libvirt.VIR_MIGRATE_PARAM_URI:
+                                    MIGRATE_URI}, flags)
 
     def pty(self, name):
         """The path of domain @name's serial pty where it runs now, or

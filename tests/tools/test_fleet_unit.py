@@ -260,6 +260,13 @@ def test_resolve():
     cases = [
         ("no answer from a side", None, side(), True, "waiting", []),
         ("a job on the source", side(job=True), A, True, "waiting", []),
+        ("an incoming job on the destination, running on the source "
+         "without one", side(), side(running=False, reason="migration",
+                                     persistent=False, job=True), True,
+         "stayed", [("destroy", "dst")]),
+        ("an incoming job on the destination, the source gone",
+         A, side(running=False, reason="migration", job=True), True,
+         "waiting", []),
         ("on the destination only, definitions right", A, side(), True,
          "moved", []),
         ("on the source only", side(), A, True, "stayed", []),

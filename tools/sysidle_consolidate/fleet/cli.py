@@ -178,8 +178,8 @@ def build_parser(default_hooks):
     g.add_argument("--hook-timeout", type=seconds, default=60.0,
                    metavar="T", help="kill a hook still running after T "
                    "(default 60 s)")
-    g.add_argument("--interval", type=seconds, default=10.0, metavar="T",
-                   help="read every host at least this often (default 10 "
+    g.add_argument("--interval", type=seconds, default=30.0, metavar="T",
+                   help="read every host at least this often (default 30 "
                         "s; libvirt's events make it read at once on a "
                         "change)")
     g.add_argument("--keepalive", type=_keepalive, default=5, metavar="S",

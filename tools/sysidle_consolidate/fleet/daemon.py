@@ -6,11 +6,14 @@ hooks.py), the journal; the stop.
 One thread decides; everything that can block runs elsewhere and reports
 back through the inbox, which wakes the loop (a socket pair). The loop
 sleeps with no timeout when nothing is due: a settled fleet costs the
-daemon no wake-up but libvirt's keepalive and the --interval reads.
+daemon libvirt's keepalive, the --interval reads, and one read of a
+domain when its host's bridge renews its lease (hosts.py).
 
 Order of a pass: the reports taken in; the busy and empty times updated;
 unresolved migrations settled (their hosts and domains are left out of
-every decision meanwhile); then, only on snapshots newer than the last
+every decision meanwhile); nothing decided in the first START_GRACE_S
+while a host has neither answered nor failed yet (a plan made without it
+would not know its room); then, only on snapshots newer than the last
 migration's end: unpack (a host over budget: busy domains off it, a
 standby host woken first when none has room); else, when nothing moves
 and no host is waking, the pack plan (carried out as a batch: all its
@@ -39,6 +42,8 @@ from .model import CONNECTING, LOST, REFUSED, STANDBY, UP, WAKING
 
 RETRY_S = 60.0          # a failed standby or wake is tried again after
 SETTLE_RETRY_S = 5.0    # unresolved migrations are settled again after
+START_GRACE_S = 15.0    # at most this long, nothing is decided before
+#                         every host has answered or failed once
 
 
 def standby_key(name):
@@ -49,7 +54,7 @@ class Options:
     """What the loop needs of the command line besides the rules."""
 
     def __init__(self, parallel=2, migrate_timeout=300.0, wake_timeout=300.0,
-                 keepalive=5, interval=10.0, hooks_dir=None,
+                 keepalive=5, interval=30.0, hooks_dir=None,
                  hook_timeout=60.0, dry_run=False):
         self.parallel = parallel
         self.migrate_timeout = migrate_timeout
@@ -100,6 +105,7 @@ class Fleet:
         self.retry_at = {}          # host name -> no standby / wake before
         self.said = {}              # what was said, to say it once
         self.stopping = None
+        self.started = None         # monotonic time of start()
 
     # --- plumbing ---------------------------------------------------------
     def wake(self):
@@ -121,6 +127,7 @@ class Fleet:
 
     # --- start --------------------------------------------------------------
     def start(self):
+        self.started = time.monotonic()
         for key, e in sorted(self.journal.entries.items()):
             if e.get("kind") == "migration":
                 missing = [e.get(s) for s in ("src", "dst")
@@ -257,6 +264,7 @@ class Fleet:
             self.log("migrated %s in %.1f s%s" % (
                 what, o.seconds, "; " + o.why if o.why else ""))
             return
+        self.memory.failed_at[m.uuid] = now
         if o.result == "skipped":
             self.log("warning migration %s not started: %s" % (what, o.why))
         else:
@@ -447,6 +455,9 @@ class Fleet:
                 self._wake_failed(h, now, "no answer within --wake-timeout "
                                   "%g s" % self.opts.wake_timeout)
         self._settle(now)
+        if now - self.started < START_GRACE_S and any(
+                h.state == CONNECTING and h.error is None for h in hosts):
+            return      # a plan without a host that is about to answer
         view = self.view()
         stale = [h for h in view if h.state == UP and
                  h.snap.mono < self.last_end]
@@ -530,6 +541,8 @@ class Fleet:
                  for h in self.hosts.values() if h.state == WAKING]
         if self.unresolved and self.resolver is None:
             dues.append(max(self.settle_at, now + 0.001))
+        if now - self.started < START_GRACE_S:
+            dues.append(self.started + START_GRACE_S)
         dues = [d for d in dues if d is not None]
         return min(dues) if dues else None
 

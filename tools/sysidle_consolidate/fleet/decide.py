@@ -26,13 +26,14 @@ up host with the most vCPU room that takes it within budget (no domain of
 the same name or UUID there); until the host is within budget. When a
 domain fits nowhere and no host is being woken, the first host in
 standby (by name) is woken; the moves wait for it. Unpack moves ignore
-the cool-downs: a busy domain over budget is never held.
+the cool-downs (a busy domain over budget is never held), but a domain
+whose migration failed is chosen again only UNPACK_RETRY_S later.
 
 Pack (when no host is over budget and nothing is moving). The migration
 planner (planner.make_plan) on the hosts that are up, a domain moving
 only once FULL_NOTED for --settle; held (never moved): a domain migrating
 now, one migrated less than --vm-cooldown ago (per domain: at most one
-pack in that time), every domain of a host woken, or that an unpack moved
+pack in that time) or whose migration failed less than that ago, every domain of a host woken, or that an unpack moved
 a domain to or from, less than --host-cooldown ago (per host: no pack
 undoes an unpack before then). The plan is carried out only when it
 empties at least one host.
@@ -46,6 +47,10 @@ from fractions import Fraction
 from ..planner import fmt_mib, fmt_num, make_plan, plural
 from ..states import FULL_NOTED
 from .model import STANDBY, UP, WAKING
+
+# A domain whose migration failed (or was not started) is chosen again by
+# unpack no sooner than this, by pack no sooner than --vm-cooldown.
+UNPACK_RETRY_S = 30.0
 
 
 class Knobs:
@@ -71,6 +76,8 @@ class Memory:
         self.migrated_at = {}   # uuid -> end of its last migration
         self.woken_at = {}      # host name -> it answered after a wake
         self.unpacked_at = {}   # host name -> end of an unpack to or from it
+        self.failed_at = {}     # uuid -> end of its last migration that
+        #                         failed or was not started
         self.empty_since = {}   # host name -> no active domain since
 
     def observe(self, hosts, now):
@@ -193,7 +200,9 @@ def unpack(hosts, memory, now, knobs, moving=()):
             continue
         res.over[h.name] = ld.usage()
         cands = [d for d in h.snap.domains
-                 if d.uuid not in moving and d.run_state == "running" and
+                 if d.uuid not in moving and now - memory.failed_at.get(
+                     d.uuid, -UNPACK_RETRY_S) >= UNPACK_RETRY_S and
+                 d.run_state == "running" and
                  d.state is not None and counts_busy(d, memory, now, knobs)]
         cands.sort(key=lambda d: (-d.vcpus, -d.memory_kib, d.name))
         before = ld.usage()
@@ -258,8 +267,12 @@ def holds(hosts, memory, now, knobs, moving=()):
                                           knobs.host_cooldown_s)
         for d in h.snap.domains:
             moved = memory.migrated_at.get(d.uuid)
+            failed = memory.failed_at.get(d.uuid)
             if d.uuid in moving:
                 out[d.uuid] = "migrating"
+            elif failed is not None and now - failed < knobs.vm_cooldown_s:
+                out[d.uuid] = "its migration failed %d s ago, " \
+                    "--vm-cooldown %d s" % (now - failed, knobs.vm_cooldown_s)
             elif moved is not None and now - moved < knobs.vm_cooldown_s:
                 out[d.uuid] = "migrated %d s ago, --vm-cooldown %d s" % (
                     now - moved, knobs.vm_cooldown_s)
@@ -345,6 +358,9 @@ def next_due(hosts, memory, now, knobs, now_unix_ms):
             m = memory.migrated_at.get(d.uuid)
             if m is not None:
                 dues.append(m + knobs.vm_cooldown_s)
+            f = memory.failed_at.get(d.uuid)
+            if f is not None:
+                dues += [f + knobs.vm_cooldown_s, f + UNPACK_RETRY_S]
         if h.name in memory.empty_since:
             dues.append(memory.empty_since[h.name] + knobs.standby_after_s)
         for t in (memory.woken_at.get(h.name),

@@ -13,9 +13,10 @@ a host that stops answering is reported lost within S x
 connection is opened again with back-off (1 s, doubling, at most
 RECONNECT_MAX_S); the daemon can kick() a watcher to try at once.
 
-A snapshot is read at once on libvirt's lifecycle and metadata-change
-events of the host's domains (coalesced: at most one read every
-MIN_GAP_S), and every --interval in case an event was lost. What is read:
+A snapshot is read at once on libvirt's lifecycle events of the host's
+domains, one domain at a time on its metadata-change events (Watcher),
+coalesced (at most one read every MIN_GAP_S), and the whole host every
+--interval in case an event was lost. What is read:
 virNodeGetInfo (CPUs, memory), the host UUID (capabilities) and name once
 per connection; per active domain its name, UUID, state and reason,
 vCPUs, current memory, whether it is persistent, and its urn:sysidle:1
@@ -177,7 +178,13 @@ def open_within(uri, timeout, readonly=False, keepalive=None):
 class Watcher(threading.Thread):
     """Watches one host (see the module's doc). @report(name, snapshot,
     error) is called from this thread: a Snapshot and None, or None and
-    why the host does not answer."""
+    why the host does not answer.
+
+    A lifecycle event (a domain started, stopped, migrated) reads the
+    whole host again; a metadata-change event reads that one domain and
+    reports only when what the rules look at changed (a lease renewed by
+    the bridge changes nothing), keeping the snapshot's time, which is
+    that of its last whole read."""
 
     def __init__(self, name, uri, report, interval=10.0, keepalive=5,
                  log=None):
@@ -189,15 +196,20 @@ class Watcher(threading.Thread):
         self.keepalive = keepalive
         self.log = log
         self.cond = threading.Condition()
-        self.kicked = False
+        self.full = False           # a whole read is asked for
+        self.changed = set()        # UUIDs whose metadata changed
         self.stopping = False
         self.closed = False
-        self.reads = 0
+        self.reads = 0              # whole reads
+        self.domain_reads = 0       # one-domain reads
 
-    def kick(self):
-        """Any thread: read (or connect) again at once."""
+    def kick(self, uuid=None):
+        """Any thread: read the host (@uuid: that domain) again at once."""
         with self.cond:
-            self.kicked = True
+            if uuid is None:
+                self.full = True
+            else:
+                self.changed.add(uuid)
             self.cond.notify()
 
     def stop(self):
@@ -206,11 +218,18 @@ class Watcher(threading.Thread):
             self.cond.notify()
 
     def _wait(self, seconds):
+        """Until a kick or @seconds; returns (go on, whole read, UUIDs)."""
+        end = time.monotonic() + seconds
         with self.cond:
-            if not self.kicked and not self.stopping:
-                self.cond.wait(seconds)
-            self.kicked = False
-            return not self.stopping
+            while not (self.full or self.changed or self.stopping):
+                left = end - time.monotonic()
+                if left <= 0:
+                    self.full = True
+                    break
+                self.cond.wait(left)
+            full, changed = self.full, self.changed
+            self.full, self.changed = False, set()
+            return not self.stopping, full, changed
 
     def run(self):
         start_event_loop()
@@ -220,7 +239,8 @@ class Watcher(threading.Thread):
                 conn = libvirt.openReadOnly(self.uri)
             except libvirt.libvirtError as e:
                 self.report(self.host_name, None, err_text(e))
-                if not self._wait(backoff):
+                go, _, _ = self._wait(backoff)
+                if not go:
                     return
                 backoff = min(backoff * 2, RECONNECT_MAX_S)
                 continue
@@ -229,14 +249,44 @@ class Watcher(threading.Thread):
             if why is not None:
                 self.report(self.host_name, None, why)
 
+    def _update(self, conn, snap, uuids):
+        """@snap with the domains @uuids read again; None when one is gone
+        or a whole read is needed."""
+        doms = {d.uuid: d for d in snap.domains}
+        changed = False
+        for uuid in uuids:
+            if uuid not in doms:
+                return None
+            try:
+                d = read_domain(conn.lookupByUUIDString(uuid))
+            except libvirt.libvirtError as e:
+                if e.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                    return None
+                raise
+            self.domain_reads += 1
+            if d != doms[uuid]:
+                doms[uuid] = d
+                changed = True
+        if not changed:
+            return snap
+        return Snapshot(snap.host_uuid, snap.hostname, snap.cpus,
+                        snap.memory_kib, doms.values(), snap.inactive,
+                        snap.unix_ms, snap.mono)
+
     def _watch(self, conn):
         """Reads snapshots over @conn until it fails or the watcher stops;
         returns why it ended (None: stopped)."""
         cbs = []
         self.closed = False
 
-        def kick(*_):
+        def lifecycle(_conn, _dom, *_):
             self.kick()
+
+        def metadata(_conn, dom, *_):
+            try:
+                self.kick(dom.UUIDString())
+            except libvirt.libvirtError:
+                self.kick()
 
         def on_close(*_):
             self.closed = True
@@ -244,22 +294,33 @@ class Watcher(threading.Thread):
         try:
             conn.setKeepAlive(self.keepalive, KEEPALIVE_COUNT)
             conn.registerCloseCallback(on_close, None)
-            for ev in (libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-                       libvirt.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE):
-                cbs.append(conn.domainEventRegisterAny(None, ev, kick, None))
+            cbs.append(conn.domainEventRegisterAny(
+                None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, lifecycle,
+                None))
+            cbs.append(conn.domainEventRegisterAny(
+                None, libvirt.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE, metadata,
+                None))
             identity = host_identity(conn)
+            snap = None
+            full, changed = True, set()
             while not self.stopping:
                 if self.closed:
                     return "the connection was closed (keepalive or " \
                         "libvirtd gone)"
                 t0 = time.monotonic()
-                snap = read_snapshot(conn, identity)
-                self.reads += 1
-                self.report(self.host_name, snap, None)
+                new = None if full or snap is None else \
+                    self._update(conn, snap, changed)
+                if new is None:
+                    new = read_snapshot(conn, identity)
+                    self.reads += 1
+                if new is not snap:
+                    snap = new
+                    self.report(self.host_name, snap, None)
                 gap = MIN_GAP_S - (time.monotonic() - t0)
                 if gap > 0:
                     time.sleep(gap)
-                if not self._wait(self.interval):
+                go, full, changed = self._wait(self.interval)
+                if not go:
                     return None
             return None
         except libvirt.libvirtError as e:

@@ -32,6 +32,14 @@ from . import resolve
 from .hosts import err_text, idle_state, open_within
 
 OPEN_TIMEOUT_S = 30.0
+# what a settle's failed action says when libvirt keeps the domain locked
+# (a copy held by a job that nobody ends: an incoming migration that a
+# libvirtd restarted mid-migration kept)
+STUCK_HINT = (": libvirt keeps a job on that copy that nobody ends; destroy "
+              "it there by hand (virsh destroy; restarting that host's "
+              "libvirtd may be needed); both hosts stay out of every "
+              "decision until it is settled")
+_said = {}      # uuid -> the last settle error logged for it
 SETTLE_WAIT_S = 60.0        # how long a failed migration's end is awaited
 SETTLE_POLL_S = 0.5
 
@@ -62,33 +70,56 @@ def settle(entry, hosts, log, keepalive, wait_s=SETTLE_WAIT_S):
                               entry.get("dst"))
     while True:
         conns = {}
+        why = {}
         try:
             for side in ("src", "dst"):
                 h = hosts.get(entry.get(side))
-                if h is None:       # not configured: cmdline.py refuses it
-                    conns[side] = None
+                conns[side] = None
+                if h is None:
+                    why[side] = "not configured"
                     continue
                 try:
                     conns[side] = open_within(h.uri, min(OPEN_TIMEOUT_S,
                                                          max(wait_s, 1.0)),
                                               keepalive=keepalive)
-                except (libvirt.libvirtError, TimeoutError):
-                    conns[side] = None
+                except libvirt.libvirtError as e:
+                    why[side] = err_text(e)
+                except TimeoutError as e:
+                    why[side] = str(e)
             sides = {}
             for side, c in conns.items():
+                sides[side] = None
+                if c is None:
+                    continue
                 try:
                     sides[side] = resolve.read_side(c, entry["uuid"],
-                                                    libvirt) if c else None
-                except libvirt.libvirtError:
-                    sides[side] = None
+                                                    libvirt)
+                except libvirt.libvirtError as e:
+                    why[side] = err_text(e)
             outcome, actions = resolve.decide(sides["src"], sides["dst"],
                                               bool(entry.get("persistent")))
+            if hasattr(log, "v"):
+                log.v("settle %s: source %s, destination %s: %s %s" % (
+                    what, sides["src"] or why.get("src"),
+                    sides["dst"] or why.get("dst"), outcome, actions))
             if outcome != "waiting":
                 try:
                     resolve.carry_out(actions, conns, entry["uuid"], libvirt,
                                       steps.step, log, what)
+                    _said.pop(entry["uuid"], None)
                 except libvirt.libvirtError as e:
-                    log("error settle %s: %s" % (what, err_text(e)))
+                    text = "error settle %s: %s; %s failed (%s)%s" % (
+                        what, "it runs on %s" % entry.get(
+                            "src" if outcome == "stayed" else "dst")
+                        if outcome in ("stayed", "moved") else outcome,
+                        " then ".join("%s on the %s" % (v, {
+                            "src": "source", "dst": "destination"}[sd])
+                            for v, sd in actions), err_text(e),
+                        STUCK_HINT if e.get_error_code() ==
+                        libvirt.VIR_ERR_OPERATION_TIMEOUT else "")
+                    if _said.get(entry["uuid"]) != text:
+                        _said[entry["uuid"]] = text
+                        log(text)
                     outcome = "waiting"
             if outcome != "waiting" or time.monotonic() >= end:
                 return outcome

@@ -12,7 +12,11 @@ before the migration. It returns (outcome, [actions]):
 
   "waiting"      a side does not answer, or has a job on the domain (a
                  migration libvirt is still finishing or undoing): ask
-                 again later; nothing is done
+                 again later; nothing is done. Except: the destination
+                 has a job (an incoming migration) while the domain runs
+                 on the source with none: the source, which drives a
+                 peer-to-peer migration, has given up, and the incoming
+                 copy is a leftover ("stayed": destroyed)
   "moved"        it runs on the destination only
   "stayed"       it runs on the source only
   "lost"         it runs on neither: reported, never started again here
@@ -45,7 +49,17 @@ def decide(src, dst, persistent):
     """See the module's doc."""
     if src is None or dst is None:
         return "waiting", []
-    if src.job or dst.job:
+    if src.job:
+        return "waiting", []
+    if dst.job:
+        if src.active and src.running:
+            # the source drives a peer-to-peer migration: with no job
+            # there it has given up, and the destination's incoming copy
+            # (a libvirtd restarted mid-migration keeps its job) is left
+            # over; the domain runs on the source
+            return "stayed", [("destroy", "dst")] + (
+                [("undefine", "dst")] if dst.persistent and
+                not (persistent and not src.persistent) else [])
         return "waiting", []
     a_src, a_dst = src.active, dst.active
     if a_src and a_dst:
@@ -95,7 +109,15 @@ def read_side(conn, uuid, libvirt):
         persistent = bool(dom.isPersistent())
         job = False
         if active:
-            job = dom.jobInfo()[0] != libvirt.VIR_DOMAIN_JOB_NONE
+            try:
+                job = dom.jobInfo()[0] != libvirt.VIR_DOMAIN_JOB_NONE
+            except libvirt.libvirtError as e:
+                # libvirt refuses the statistics of an incoming
+                # migration: the job there is one
+                if e.get_error_code() != \
+                        libvirt.VIR_ERR_OPERATION_UNSUPPORTED:
+                    raise
+                job = True
     except libvirt.libvirtError as e:
         if e.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
             return ABSENT
