@@ -44,94 +44,20 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 import tap  # noqa: E402
 from tap import check  # noqa: E402
 import rig  # noqa: E402
-from fleetd import FleetDaemon, census, idle_states, placement  # noqa: E402
+from fleetd import idle_states, placement  # noqa: E402
+from scene import NAMES, Scene, diag, fleet_or_skip, poll  # noqa: E402
 
 SKIP = 77
-NAMES = ["vm1", "vm2"]
 BASE = ["--verbose", "--cpu-budget", "4", "--idle-vcpu-weight", "0.25",
         "--unpack-after", "1s", "--standby-after", "1s",
         "--vm-cooldown", "600s", "--host-cooldown", "2s", "--keepalive", "1",
         "--interval", "2s", "--parallel", "1", "--stop-timeout", "60s"]
 
 
-def diag(msg):
-    for line in str(msg).splitlines():
-        print("# " + line)
-    sys.stdout.flush()
-
-
-def poll(fn, timeout, step=0.1):
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(step)
-
-
-class Faults:
+class Faults(Scene):
     def __init__(self, fleet, script):
-        self.fleet = fleet
-        self.script = script
-        self.h1, self.h2, self.h3 = fleet.hosts
-        self.home = {"vm1": self.h1, "vm2": self.h2}
-        self.n = 0
-        self.d = None
-
-    def daemon(self, args, hosts=None, extra=()):
-        self.n += 1
-        self.d = FleetDaemon(self.fleet, self.script,
-                             os.path.join(self.fleet.dir, "d%d" % self.n),
-                             BASE + args)
-        self.d.start(extra=extra, hosts=hosts)
-        return self.d
-
-    def stop(self):
-        if self.d is not None and self.d.running():
-            rc = self.d.stop()
-            if rc != 0:
-                diag("sysidle-fleet exit %s; its log:\n%s" % (
-                    rc, self.d.log()[-3000:]))
-        if self.d is not None and tap.failures:
-            diag("log:\n" + self.d.log()[-2500:])
-
-    def reset(self):
-        """Every host thawed and answering, each domain on its home host
-        and fully idle."""
-        for h in self.fleet.hosts:
-            h.thaw()
-            h.out_of_memory(False)
-            if h.libvirtd_pid() is None:
-                h.start_libvirtd()
-        for name, h in self.home.items():
-            if poll(lambda: len(self.fleet.where(name)) == 1, 30):
-                self.fleet.migrate(name, h)
-        ok = poll(lambda: set(idle_states(self.fleet, NAMES).values()) ==
-                  {"FULL_NOTED"}, 30)
-        if not ok:
-            diag("reset: not idle: %s" % idle_states(self.fleet, NAMES))
-
-    def census(self, what):
-        """After the daemon's stop (which waits for the migrations under
-        way), the census."""
-        self.stop()
-        problems = census(self.fleet, NAMES)
-        check(not problems, "%s: census: each domain runs once, defined "
-              "there only (%s)" % (what, placement(self.fleet, NAMES)),
-              problems)
-
-    def section(self, name, fn):
-        try:
-            fn()
-        except Exception as e:
-            check(False, "%s: unexpected error: %s" % (name, e),
-                  traceback.format_exc())
-        finally:
-            self.stop()
-            try:
-                self.reset()
-            except Exception as e:
-                diag("reset after %s: %s" % (name, e))
+        super().__init__(fleet, script, BASE)
+        self.h3 = fleet.hosts[2]
 
     # --- the sections ----------------------------------------------------------
     def start_errors(self):
@@ -200,31 +126,10 @@ class Faults:
               sum(tries))
         self.census("oom")
 
-    def _throttled(self):
-        """Both domains' migrations throttled to 1 MiB/s (the transfer
-        lasts); returns {name: virDomain} on their hosts."""
-        doms = {}
-        for n, h in self.home.items():
-            doms[n] = h.conn().lookupByName(n)
-            doms[n].migrateSetMaxSpeed(1, 0)
-        return doms
-
-    def _in_job(self, doms):
-        """The name of a domain with a job under way (a migration out of
-        its host), or None."""
-        import libvirt
-        for n, dom in doms.items():
-            try:
-                if dom.jobInfo()[0] != libvirt.VIR_DOMAIN_JOB_NONE:
-                    return n
-            except libvirt.libvirtError:
-                pass
-        return None
-
     def _kill_mid_migration(self, role, what):
-        doms = self._throttled()
+        doms = self.throttled()
         d = self.daemon(["--settle", "2s"], hosts=[self.h1, self.h2])
-        name = poll(lambda: self._in_job(doms), 60, 0.01)
+        name = poll(lambda: self.in_job(doms), 60, 0.01)
         src = self.home.get(name)
         dst = self.h2 if src is self.h1 else self.h1
         victim = src if role == "src" else dst
@@ -242,20 +147,8 @@ class Faults:
                        r".*)|(migrated %s \S+ -> \S+ \(pack\).*)" %
                        (name, name), 90)
         settled = poll(lambda: not d.journal(), 20, 0.2)
-        if not settled and d.wait_log(r"keeps a job on that copy that "
-                                      r"nobody ends", 60):
-            # libvirt (9.0) may keep the incoming copy of a libvirtd
-            # restarted mid-migration with a job it never ends, and refuse
-            # to destroy it: the daemon says so and waits; the operator's
-            # step, as its message says
-            diag("%s: libvirt on %s kept the incoming copy of %s locked; "
-                 "the daemon said so; doing what it asks (the copy's QEMU "
-                 "killed, libvirtd restarted)" % (what, dst.name, name))
-            dst.kill_libvirtd(signal.SIGKILL)
-            for p in dst.pids():
-                if ("guest=%s," % name) in rig.read("/proc/%d/cmdline" % p):
-                    os.kill(p, signal.SIGKILL)
-            dst.start_libvirtd()
+        if not settled and poll(lambda: self.unstick(d, dst, name, what),
+                                60, 1):
             settled = poll(lambda: not d.journal(), 60, 0.2)
         check(m is not None and settled, "%s: the daemon reports the "
               "migration's end (%s) and settles it (journal empty, %.1f s "
@@ -280,10 +173,10 @@ class Faults:
         self.census("src")
 
     def wake_during(self):
-        doms = self._throttled()
+        doms = self.throttled()
         d = self.daemon(["--settle", "2s", "--min-active-hosts", "2"],
                         hosts=[self.h1, self.h2])
-        name = poll(lambda: self._in_job(doms), 60, 0.01)
+        name = poll(lambda: self.in_job(doms), 60, 0.01)
         busy = self.fleet.busy([name] if name else [])
         busy.start()
         try:
@@ -356,10 +249,9 @@ def main():
         print(__doc__)
         return 2
     build, src = sys.argv[1:3]
-    try:
-        fleet = rig.Fleet(3, build)
-    except rig.RigError as e:
-        print("1..0 # SKIP %s" % e)
+    fleet, skip_line = fleet_or_skip(3, build)
+    if fleet is None:
+        print(skip_line)
         return SKIP
     import libvirt
     libvirt.registerErrorHandler(lambda c, e: None, None)
@@ -369,9 +261,7 @@ def main():
         fleet.start(bridge_args=["--interval", "100"])
         diag(fleet.describe())
         f = Faults(fleet, os.path.join(src, "tools", "sysidle-fleet"))
-        for n, h in f.home.items():
-            fleet.create_domain(h, n)
-        booted = all(fleet.wait_booted(n) for n in NAMES)
+        booted = f.boot()
         check(booted, "vm1 on fleet-h1, vm2 on fleet-h2 boot")
         if not booted:
             return 1
@@ -382,7 +272,7 @@ def main():
                          ("restart", f.restart)]:
             if len(sys.argv) > 3 and name not in sys.argv[3:]:
                 continue
-            f.section(name, fn)
+            f.part(name, fn)
     except Exception as e:
         check(False, "unexpected error: %s" % e, traceback.format_exc())
     finally:

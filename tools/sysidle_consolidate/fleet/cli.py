@@ -248,7 +248,7 @@ def make_hosts(ap, args):
 def run(ap, args, log, default_hooks):
     hosts = make_hosts(ap, args)
     try:
-        import libvirt  # noqa: F401
+        import libvirt  # noqa: F401 (only: is it there)
     except ImportError as e:
         sys.stderr.write("%s: needs the libvirt Python binding "
                          "(python3-libvirt): %s\n" % (PROG, e))
