@@ -11,7 +11,8 @@ live-migrates between them (peer to peer, over loopback: the migration
 URI tcp://127.0.0.1 is given explicitly, as the host names resolve to
 nothing outside). Domains boot this project's idle.elf, as KVM domains
 where /dev/kvm is usable and TCG domains (<domain type='qemu'>) where it
-is not; Fleet.virt says which, and the rig prints it.
+is not (or where SYSIDLE_FLEET_VIRT=qemu says so); Fleet.virt says which,
+and Fleet.describe() why.
 
 Everything is stopped by PID: Fleet.teardown() destroys the domains,
 stops each host's services (SIGTERM, then SIGKILL) and ends its first
@@ -522,9 +523,14 @@ class Fleet:
         self.kernel = os.path.join(self.build or ".", "guest-tools",
                                    "idle.elf")
         if virt is None:
-            virt = "kvm" if kvm_usable() is None else "qemu"
+            # SYSIDLE_FLEET_VIRT=qemu: TCG domains where KVM works too
+            virt = os.environ.get("SYSIDLE_FLEET_VIRT") or (
+                "kvm" if kvm_usable() is None else "qemu")
+        if virt not in ("kvm", "qemu"):
+            raise RigError("SYSIDLE_FLEET_VIRT=%s: kvm or qemu" % virt)
         self.virt = virt
-        self.why_tcg = kvm_usable() if virt == "qemu" else None
+        self.why_tcg = (kvm_usable() or "SYSIDLE_FLEET_VIRT=qemu") \
+            if virt == "qemu" else None
         self.dir = tempfile.mkdtemp(prefix="%s%d-" % (PREFIX, os.getpid()),
                                     dir=tmp)
         os.chmod(self.dir, 0o755)

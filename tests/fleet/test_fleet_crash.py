@@ -74,8 +74,22 @@ class Crash(Scene):
             len(set(where.values())) == 2 and \
             not any(h.frozen for h in self.fleet.hosts)
 
+    def settled(self, d):
+        """The journal holds no migration, and in standby (its hook done)
+        exactly the hosts that are stopped."""
+        j = d.journal()
+        return not any(k.startswith("migration:") for k in j) and sorted(
+            e.get("host") for e in j.values() if e.get("kind") ==
+            "standby" and e.get("phase") == "standby") == sorted(
+            h.name for h in self.fleet.hosts if h.frozen) and all(
+            e.get("phase") == "standby" for e in j.values()
+            if e.get("kind") == "standby")
+
     def consistent(self, d, what):
-        """The census, the journal and the hosts' states agree."""
+        """The census, the journal and the hosts' states agree (the
+        daemon given the time to finish what the crash left: a hook run
+        again)."""
+        poll(lambda: self.settled(d), 20, 0.2)
         ok = self.census(what)
         j = d.journal()
         migr = [k for k in j if k.startswith("migration:")]

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 from tap import check, finish, skip  # noqa: E402
 
 PROGRAMS = ["sysidle-vmm", "sysidlectl", "sysidle-libvirt",
-            "sysidle-consolidate"]
+            "sysidle-consolidate", "sysidle-fleet"]
 POLL = 0.05
 
 
@@ -88,16 +88,20 @@ def test_install(t):
         "share/man/man1/sysidle-vmm.1", "share/man/man1/sysidlectl.1",
         "share/man/man8/sysidle-libvirt.8",
         "share/man/man8/sysidle-consolidate.8",
+        "share/man/man8/sysidle-fleet.8",
         "share/man/man5/sysidle-hooks.5", "share/man/man5/sysidle.conf.5",
         "share/man/man7/sysidle-urn.7", "share/man/man7/sysidle-metrics.7",
         "share/bash-completion/completions/sysidlectl",
         "share/bash-completion/completions/sysidle-vmm",
         "lib/systemd/system/sysidle-libvirt.service",
         "lib/systemd/system/sysidle-consolidate.service",
+        "lib/systemd/system/sysidle-fleet.service",
         "lib/systemd/system/sysidle-vmm@.service",
         "lib/tmpfiles.d/sysidle.conf",
         "etc/sysidle/sysidle-libvirt.conf",
         "etc/sysidle/sysidle-consolidate.conf",
+        "etc/sysidle/sysidle-fleet.conf",
+        "share/bash-completion/completions/sysidle-fleet",
         "share/doc/sysidle-vmm/examples/hooks/vm",
         "share/doc/sysidle-vmm/examples/vm.conf",
     ]
@@ -111,6 +115,8 @@ def test_install(t):
           (lib, pc))
     py = [f for f in files if f.endswith("sysidle_consolidate/cli.py")]
     check(py, "sysidle-consolidate's package installed (%s)" % py)
+    fl = [f for f in files if f.endswith("sysidle_consolidate/fleet/cli.py")]
+    check(fl, "its fleet subpackage installed (%s)" % fl)
     # Nothing installed as text names the source or the build tree.
     leaks = []
     for f in files:
@@ -161,10 +167,11 @@ def test_hooks_dir(t):
     hooks = t.path("etc", "sysidle", "hooks")
     check(os.path.isdir(hooks), "the install made %s" %
           os.path.relpath(hooks, t.prefix))
-    for p in ("sysidle-vmm", "sysidle-libvirt"):
+    for p in ("sysidle-vmm", "sysidle-libvirt", "sysidle-fleet"):
         rc, out, err = run([t.prog(p), "--help"], env=t.env,
                            cwd=tempfile.gettempdir())
-        check(rc == 0 and "(default %s;" % hooks in out,
+        check(rc == 0 and re.search(r"\(default\s+%s;" % re.escape(hooks),
+                                    out),
               "%s --help: --hooks defaults to PREFIX/etc/sysidle/hooks" % p,
               "exit %s\n%s%s" % (rc, out[:4000], err))
 

@@ -1,7 +1,7 @@
-# bash completion for sysidle-vmm, sysidlectl, sysidle-libvirt and
-# sysidle-consolidate. The options come from each program's own --help,
-# so they are never out of step with it; sysidlectl also completes its
-# commands and the names of the running VMs.
+# bash completion for sysidle-vmm, sysidlectl, sysidle-libvirt,
+# sysidle-consolidate and sysidle-fleet. The options come from each
+# program's own --help, so they are never out of step with it; sysidlectl
+# also completes its commands and the names of the running VMs.
 
 # _sysidle_help PROG: PROG's --help, kept for the shell's lifetime.
 _sysidle_help()
@@ -63,6 +63,7 @@ _sysidle_generic()
 _sysidle_vmm() { _sysidle_generic "$1"; }
 _sysidle_libvirt() { _sysidle_generic "$1"; }
 _sysidle_consolidate() { _sysidle_generic "$1"; }
+_sysidle_fleet() { _sysidle_generic "$1"; }
 
 # sysidlectl [OPTION]... COMMAND [NAME]: the commands are the lines of the
 # "Commands:" section of --help; a NAME is a running VM's, from
@@ -103,4 +104,5 @@ _sysidlectl()
 complete -F _sysidle_vmm sysidle-vmm
 complete -F _sysidle_libvirt sysidle-libvirt
 complete -F _sysidle_consolidate sysidle-consolidate
+complete -F _sysidle_fleet sysidle-fleet
 complete -F _sysidlectl sysidlectl

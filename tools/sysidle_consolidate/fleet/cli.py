@@ -246,6 +246,13 @@ def make_hosts(ap, args):
 
 
 def run(ap, args, log, default_hooks):
+    import signal
+    early = []      # a stop signal before the loop runs: kept for it
+
+    def stop_early(signum, frame):
+        early.append(signum)
+    old = [signal.signal(signal.SIGTERM, stop_early),
+           signal.signal(signal.SIGINT, stop_early)]
     hosts = make_hosts(ap, args)
     try:
         import libvirt  # noqa: F401 (only: is it there)
@@ -283,13 +290,13 @@ def run(ap, args, log, default_hooks):
         PROG, version(), len(hosts), ", ".join(h.name for h in hosts),
         budget.describe().split(";")[0], args.settle, args.unpack_after,
         "; dry run: nothing is done" if args.dry_run else ""))
-    import signal
-
     def stop(signum, frame):
         fleet.stopping = signum
         fleet.wake()
-    old = [signal.signal(signal.SIGTERM, stop),
-           signal.signal(signal.SIGINT, stop)]
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if early:
+        fleet.stopping = early[0]
     watch = StopWatch(args.stop_timeout, fleet.wake, program=PROG,
                       on_force=outputs.force_down)
     watch.start()
