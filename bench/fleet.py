@@ -24,8 +24,9 @@ the real one does, acts on nothing: its own figure is like for like),
 QUIET_S seconds after it has seen every host up. "after": QUIET_S
 seconds after the fleet is packed; the processes of a host in standby
 are stopped and make none. sysidle-fleet's figure comes in bursts: it
-reads a whole host at each metadata change (a bridge renews a domain's
-lease every 20 s) and every --interval; a --window of 20 s evens them.
+reads a domain again at each of its metadata changes (a bridge renews a
+domain's lease every 20 s), a whole host at each lifecycle event and
+every --interval (30 s); a --window of 20 s or more evens them.
 
 Packed: the time from sysidle-fleet's start (its --settle and
 --standby-after included) until every domain runs on exactly one host,

@@ -95,7 +95,9 @@ def main():
     except rig.RigError as e:
         print("1..0 # SKIP %s" % e)
         return SKIP
+    import faulthandler
     import libvirt
+    faulthandler.register(signal.SIGUSR1)   # kill -USR1: where it waits
     libvirt.registerErrorHandler(lambda c, e: None, None)
     signal.signal(signal.SIGTERM, lambda s, f: sys.exit(1))
     d = None

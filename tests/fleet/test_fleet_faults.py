@@ -253,7 +253,9 @@ def main():
     if fleet is None:
         print(skip_line)
         return SKIP
+    import faulthandler
     import libvirt
+    faulthandler.register(signal.SIGUSR1)   # kill -USR1: where it waits
     libvirt.registerErrorHandler(lambda c, e: None, None)
     signal.signal(signal.SIGTERM, lambda s, f: sys.exit(1))
     f = None

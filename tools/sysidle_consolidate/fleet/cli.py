@@ -254,9 +254,9 @@ def run(ap, args, log, default_hooks):
     old = [signal.signal(signal.SIGTERM, stop_early),
            signal.signal(signal.SIGINT, stop_early)]
     hosts = make_hosts(ap, args)
-    try:
-        import libvirt  # noqa: F401 (only: is it there)
-    except ImportError as e:
+    import importlib.util
+    if importlib.util.find_spec("libvirt") is None:
+        e = "no module named libvirt"
         sys.stderr.write("%s: needs the libvirt Python binding "
                          "(python3-libvirt): %s\n" % (PROG, e))
         return 1

@@ -35,19 +35,15 @@ import socket
 import time
 
 from ..planner import EXIT_OK
-from . import decide, hooks
+from . import decide
 from .hosts import Watcher
 from .migrate import Migration, Resolver
 from .model import CONNECTING, LOST, REFUSED, STANDBY, UP, WAKING
+from .standby import Standby, standby_key
 
-RETRY_S = 60.0          # a failed standby or wake is tried again after
 SETTLE_RETRY_S = 5.0    # unresolved migrations are settled again after
 START_GRACE_S = 15.0    # at most this long, nothing is decided before
 #                         every host has answered or failed once
-
-
-def standby_key(name):
-    return "standby:%s" % name
 
 
 class Options:
@@ -80,7 +76,7 @@ class Counters:
         self.last_action = time.time()
 
 
-class Fleet:
+class Fleet(Standby):
     def __init__(self, hosts, knobs, opts, journal, log, outputs=None):
         self.hosts = {h.name: h for h in hosts}
         self.knobs = knobs
@@ -291,43 +287,6 @@ class Fleet:
                     len(left), ", ".join(x.name for x in left))
                 if left else ""))
 
-    def _on_hook(self, name, sub, ok, text, seconds):
-        h = self.hosts[name]
-        now = time.monotonic()
-        self.hook_jobs.pop(name, None)
-        self.counters.add(self.counters.hooks, (sub, "ok" if ok else
-                                                "failed"))
-        key = standby_key(name)
-        if sub == "begin":
-            if ok:
-                self.journal.put(key, {"kind": "standby", "host": name,
-                                       "phase": "standby"})
-                h.set_state(STANDBY, now)
-                h.snap = None
-                self.log("standby %s: ready for standby, no running domain "
-                         "(host-standby begin: %s, %.1f s)" % (
-                             name, text, seconds))
-            else:
-                self.journal.drop(key)
-                h.set_state(CONNECTING if h.snap is None else UP, now)
-                self.retry_at[name] = now + RETRY_S
-                self.log("error standby %s: host-standby begin failed (%s); "
-                         "it stays on, tried again in %d s" % (
-                             name, text, RETRY_S))
-        else:
-            if ok and h.state != WAKING:
-                self.log("wake %s: host-standby end ran (%s, %.1f s)" %
-                         (name, text, seconds))
-            elif ok:
-                self.log("wake %s: host-standby end ran (%s, %.1f s); "
-                         "waiting for its libvirtd, at most --wake-timeout "
-                         "%g s" % (name, text, seconds,
-                                   self.opts.wake_timeout))
-                self.watchers[name].kick()
-            elif h.state == WAKING:
-                self._wake_failed(h, now, "host-standby end failed (%s)" %
-                                  text)
-
     def _on_settled(self, res):
         self.resolver = None
         self.settle_at = time.monotonic() + SETTLE_RETRY_S
@@ -354,60 +313,6 @@ class Fleet:
                     w.kick()
 
     # --- actions -----------------------------------------------------------
-    def _run_hook(self, h, sub):
-        import threading
-        xml = hooks.host_xml(h.name, h.uri, h.host_uuid, h.hostname)
-        self.hook_jobs[h.name] = sub
-
-        def job():
-            t0 = time.monotonic()
-            ok, text = hooks.run(self.opts.hooks_dir, h.name, sub, h.uri,
-                                 xml, self.opts.hook_timeout)
-            self.post("hook", h.name, sub, ok, text, time.monotonic() - t0)
-        threading.Thread(target=job, daemon=True,
-                         name="hook %s %s" % (h.name, sub)).start()
-
-    def _standby(self, h, now):
-        if self.opts.dry_run:
-            self.say_once("dry " + h.name, "dry-run: would put %s in standby"
-                          " (no running domain for %d s)" % (
-                              h.name, now - self.memory.empty_since.get(
-                                  h.name, now)))
-            return
-        from .. import steps
-        self.journal.put(standby_key(h.name), {"kind": "standby",
-                                               "host": h.name,
-                                               "phase": "begin"})
-        steps.step("host-standby begin %s" % h.name)
-        self.log("standby %s: no running domain for %.0f s: host-standby "
-                 "begin" % (h.name, now - self.memory.empty_since.get(
-                     h.name, now)))
-        self._run_hook(h, "begin")
-
-    def _wake(self, name, now, why):
-        h = self.hosts[name]
-        if self.opts.dry_run:
-            self.say_once("dry " + name, "dry-run: would wake %s (%s)" %
-                          (name, why))
-            return
-        from .. import steps
-        self.journal.put(standby_key(name), {"kind": "standby", "host": name,
-                                             "phase": "end"})
-        h.set_state(WAKING, now)
-        steps.step("host-standby end %s" % name)
-        self.log("wake %s: %s: host-standby end" % (name, why))
-        self._run_hook(h, "end")
-        self.watchers[name].kick()
-
-    def _wake_failed(self, h, now, why):
-        self.journal.put(standby_key(h.name), {"kind": "standby",
-                                               "host": h.name,
-                                               "phase": "standby"})
-        h.set_state(STANDBY, now)
-        self.retry_at[h.name] = now + RETRY_S
-        self.log("error wake %s: %s; it stays in standby, tried again in %d "
-                 "s at the earliest" % (h.name, why, RETRY_S))
-
     def _migrate(self, m):
         if self.opts.dry_run:
             self.say_once("dry " + m.uuid, "dry-run: would migrate %s %s -> "
