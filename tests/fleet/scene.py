@@ -96,18 +96,23 @@ class Scene:
         return not problems
 
     def part(self, name, fn):
+        """@fn(), then the daemon stopped and the scene reset; a stop
+        signal (SystemExit, KeyboardInterrupt) skips the reset and goes
+        on up, to the teardown."""
         try:
             fn()
         except Exception as e:
             import traceback
             check(False, "%s: unexpected error: %s" % (name, e),
                   traceback.format_exc())
-        finally:
+        except BaseException:
             self.stop()
-            try:
-                self.reset()
-            except Exception as e:
-                diag("reset after %s: %s" % (name, e))
+            raise
+        self.stop()
+        try:
+            self.reset()
+        except Exception as e:
+            diag("reset after %s: %s" % (name, e))
 
     def throttled(self):
         """Both domains' migrations throttled to 1 MiB/s (the transfer
@@ -136,9 +141,9 @@ class Scene:
     def unstick(self, d, host, name, what):
         """libvirt (9.0) may keep the incoming copy of a libvirtd restarted
         mid-migration with a job it never ends, and refuse to destroy it;
-        the daemon says so and waits. Does what its message asks (that
-        copy's QEMU killed, @host's libvirtd restarted) when it said so;
-        returns whether it did."""
+        the daemon says so and waits. Does what its message asks when it
+        said so (that copy's QEMU killed and its state file removed,
+        @host's libvirtd restarted); returns whether it did."""
         if not d.wait_log(r"keeps a job on that copy that nobody ends", 1):
             return False
         diag("%s: libvirt on %s kept the incoming copy of %s locked; the "
@@ -147,6 +152,14 @@ class Scene:
         for p in host.pids():
             if ("guest=%s," % name) in rig.read("/proc/%d/cmdline" % p):
                 os.kill(p, signal.SIGKILL)
+        # libvirtd would recover the copy from its state file again (with
+        # the same job): the copy's state removed, as an operator would
+        for ext in (".xml", ".pid"):
+            try:
+                os.unlink(os.path.join(host.dir, "ovl", "run", "upper",
+                                       "libvirt", "qemu", name + ext))
+            except FileNotFoundError:
+                pass
         host.start_libvirtd()
         return True
 

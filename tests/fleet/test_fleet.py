@@ -44,6 +44,7 @@ import tap  # noqa: E402
 from tap import check  # noqa: E402
 import rig  # noqa: E402
 from fleetd import PY, FleetDaemon, census, idle_states, placement  # noqa: E402
+from scene import diag, poll  # noqa: E402
 
 SKIP = 77
 BOOT_S = 120
@@ -56,21 +57,6 @@ ARGS = ["--cpu-budget", str(BUDGET), "--idle-vcpu-weight", "0.25",
         "--settle", "2s", "--unpack-after", "1s", "--standby-after", "1s",
         "--vm-cooldown", "4s", "--host-cooldown", "4s", "--keepalive", "1",
         "--interval", "2s", "--parallel", "2", "--stop-timeout", "30s"]
-
-
-def diag(msg):
-    for line in str(msg).splitlines():
-        print("# " + line)
-    sys.stdout.flush()
-
-
-def poll(fn, timeout, step=0.1):
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(step)
 
 
 def loads(fleet, names):

@@ -25,6 +25,8 @@ domains put back on their hosts between them:
           enough; continued: up again and the fleet packs
   restart a host's libvirtd killed and started again: lost, then up; its
           QEMU (same PID) ran on; nothing migrated meanwhile
+  apply   sysidle-consolidate --hosts A,B --apply (the one-shot plan):
+          its migration reaches the other host (exit 0)
 
 Every section ends with a census: each domain runs on exactly one host and
 is defined there only.
@@ -226,6 +228,29 @@ class Faults(Scene):
               "is up again and the fleet packs", d.log()[-1500:])
         self.census("lost")
 
+    def plan_apply(self):
+        """sysidle-consolidate --hosts ... --apply (the one-shot plan) on
+        the same hosts: its peer-to-peer migration is given a destination
+        libvirt accepts (it used to fail with "Attempt to migrate guest to
+        the same host")."""
+        import subprocess
+        tool = os.path.join(os.path.dirname(self.script),
+                            "sysidle-consolidate")
+        uris = ",".join("qemu:///system?socket=%s" % h.sock
+                        for h in (self.h1, self.h2))
+        r = subprocess.run(["/usr/bin/python3", tool, "--hosts", uris,
+                            "--mem-reserve", "0", "--idle-vcpu-weight",
+                            "0.25", "--apply", "--migrate-uri",
+                            rig.MIGRATE_URI], capture_output=True,
+                           text=True, timeout=120)
+        check(r.returncode == 0 and re.search(r"^migrated vm\d ", r.stdout,
+                                              re.M) and
+              "apply: 1 of 1 migration done" in r.stdout,
+              "apply: sysidle-consolidate --hosts A,B --apply --migrate-uri "
+              "%s: exit 0, 1 migration done" % rig.MIGRATE_URI,
+              r.stdout + r.stderr)
+        self.census("apply")
+
     def restart(self):
         d = self.daemon(["--settle", "600s"], hosts=[self.h1, self.h2])
         d.wait_log(r"host fleet-h1 up", 30)
@@ -271,7 +296,8 @@ def main():
         for name, fn in [("start", f.start_errors), ("oom", f.oom),
                          ("dst", f.dst_killed), ("src", f.src_killed),
                          ("wake", f.wake_during), ("lost", f.lost),
-                         ("restart", f.restart)]:
+                         ("restart", f.restart),
+                         ("apply", f.plan_apply)]:
             if len(sys.argv) > 3 and name not in sys.argv[3:]:
                 continue
             f.part(name, fn)

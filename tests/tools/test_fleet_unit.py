@@ -499,6 +499,40 @@ def test_cli(script):
        "--help says what it does")
 
 
+def test_stop_hung_hosts(script):
+    """Hosts whose libvirtd takes the connection and never answers: the
+    daemon's loop never waits on them, SIGTERM ends it at once."""
+    import signal
+    from silent_libvirtd import SilentLibvirtd
+    hosts = [SilentLibvirtd(os.path.join(TMP, "silent%d.sock" % i))
+             for i in range(2)]
+    try:
+        p = subprocess.Popen(["/usr/bin/python3", script] + sum(
+            (["--host", "h%d=%s" % (i, h.uri)] for i, h in
+             enumerate(hosts)), []) + ["--state-dir",
+                                       os.path.join(TMP, "hung")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        end = time.monotonic() + 10
+        while not all(h.asked() for h in hosts) and time.monotonic() < end:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        try:
+            out, _ = p.communicate(timeout=5)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            rc = None
+        took = time.monotonic() - t0
+        ok(all(h.asked() for h in hosts) and rc == 0 and took < 3,
+           "hosts that never answer: SIGTERM ends sysidle-fleet in %.1f s, "
+           "exit %s" % (took, rc), out)
+    finally:
+        for h in hosts:
+            h.close()
+
+
 def main():
     script = sys.argv[2] if len(sys.argv) > 2 else \
         os.path.join(TOOLS, "sysidle-fleet")
@@ -514,6 +548,7 @@ def main():
         test_hooks()
         test_outputs(promtool)
         test_cli(script)
+        test_stop_hung_hosts(script)
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     return finish()

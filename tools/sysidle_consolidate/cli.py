@@ -130,8 +130,6 @@ def build_parser(doc):
     ap.add_argument("--metrics-file", metavar="PATH",
                     help="write Prometheus text-format metrics there after "
                          "each change (default: none)")
-    ap.add_argument("--history", action="store_true",
-                    help="print the action history of --state-dir and exit")
     ap.add_argument("--once", action="store_true",
                     help="apply the policies to the VMs fully idle now and "
                          "exit (nothing undone; journaled)")
@@ -139,21 +137,9 @@ def build_parser(doc):
                     help="print the decisions only")
     ap.add_argument("--verbose", action="store_true",
                     help="also log connections, events and retries")
-    ap.add_argument("--status", action="store_true",
-                    help="print what the daemon of --state-dir holds (the "
-                         "VMs it packed or suspended) as a table, and exit")
-    ap.add_argument("--json", action="store_true",
-                    help="with --status: one JSON object instead")
-    ap.add_argument("--config", metavar="FILE",
-                    help="read options from FILE first (sysidle.conf(5); "
-                         "default: the installed program's "
-                         "SYSCONFDIR/sysidle/sysidle-consolidate.conf when "
-                         "it exists); the command line wins")
-    ap.add_argument("--version", action="version",
-                    version="%(prog)s " + version() +
-                    "\nLicense GPL-2.0-only: this is free software, "
-                    "there is NO WARRANTY.",
-                    help="print the version and exit")
+    add_state_options(ap, "sysidle-consolidate.conf",
+                      "print what the daemon of --state-dir holds (the VMs "
+                      "it packed or suspended) as a table, and exit")
     return ap
 
 
@@ -231,9 +217,10 @@ def run(ap, args, log):
     return 0
 
 
-def with_config(parser, argv, default_config):
+def with_config(parser, argv, default_config, prog="sysidle-consolidate"):
     """@argv after the entries of the configuration file: --config's, else
-    @default_config when it exists. Exits 2 (usage) on a bad file."""
+    @default_config when it exists. Exits 2 (usage) on a bad file, its
+    line saying @prog."""
     path = conffile.config_arg(argv)
     if path is None and default_config and os.path.exists(default_config):
         path = default_config
@@ -242,10 +229,31 @@ def with_config(parser, argv, default_config):
     try:
         return conffile.read(path, parser, argv) + argv
     except conffile.ConfError as e:
-        sys.stderr.write("sysidle-consolidate: %s\n" % e)
+        sys.stderr.write("%s: %s\n" % (prog, e))
     except OSError as e:
-        sys.stderr.write("sysidle-consolidate: %s: %s\n" % (path, e.strerror))
+        sys.stderr.write("%s: %s: %s\n" % (prog, path, e.strerror))
     sys.exit(2)
+
+
+def add_state_options(g, conf_name, status_help):
+    """The options every daemon of this package has besides its own:
+    --status, --json, --history, --config (@conf_name: its file in
+    SYSCONFDIR/sysidle), --version; @g: an argparse parser or group."""
+    g.add_argument("--status", action="store_true", help=status_help)
+    g.add_argument("--json", action="store_true",
+                   help="with --status: one JSON object instead")
+    g.add_argument("--history", action="store_true",
+                   help="print the action history of --state-dir and exit")
+    g.add_argument("--config", metavar="FILE",
+                   help="read options from FILE first (sysidle.conf(5); "
+                        "default: the installed program's "
+                        "SYSCONFDIR/sysidle/%s when it exists); the command "
+                        "line wins" % conf_name)
+    g.add_argument("--version", action="version",
+                   version="%(prog)s " + version() +
+                   "\nLicense GPL-2.0-only: this is free software, "
+                   "there is NO WARRANTY.",
+                   help="print the version and exit")
 
 
 def main(argv=None, default_config=None):

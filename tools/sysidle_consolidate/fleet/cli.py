@@ -7,8 +7,9 @@ import os
 import sys
 from fractions import Fraction
 
-from .. import conffile, logsetup, steps
-from ..cli import HelpFormatter, count, seconds, stop_seconds
+from .. import logsetup, steps
+from ..cli import (HelpFormatter, add_state_options, count, seconds,
+                   stop_seconds, with_config)
 from ..common import Log
 from ..journal import Journal, JournalError, JournalLocked
 from ..planner import DEFAULT_MEM_RESERVE_MIB, Budget
@@ -199,38 +200,9 @@ def build_parser(default_hooks):
                    help="log the decisions, act on none")
     g.add_argument("--verbose", action="store_true",
                    help="also log each host's reads")
-    g.add_argument("--status", action="store_true",
-                   help="print the hosts as the daemon of --state-dir sees "
-                        "them, and exit")
-    g.add_argument("--json", action="store_true",
-                   help="with --status: one JSON object")
-    g.add_argument("--history", action="store_true",
-                   help="print the history of --state-dir and exit")
-    g.add_argument("--config", metavar="FILE",
-                   help="read options from FILE first (sysidle.conf(5); "
-                        "default: the installed program's "
-                        "SYSCONFDIR/sysidle/sysidle-fleet.conf when it "
-                        "exists); the command line wins")
-    g.add_argument("--version", action="version",
-                   version="%(prog)s " + version() +
-                   "\nLicense GPL-2.0-only: this is free software, there "
-                   "is NO WARRANTY.", help="print the version and exit")
+    add_state_options(g, "sysidle-fleet.conf", "print the hosts as the "
+                      "daemon of --state-dir sees them, and exit")
     return ap
-
-
-def with_config(parser, argv, default_config):
-    path = conffile.config_arg(argv)
-    if path is None and default_config and os.path.exists(default_config):
-        path = default_config
-    if path is None:
-        return argv
-    try:
-        return conffile.read(path, parser, argv) + argv
-    except conffile.ConfError as e:
-        sys.stderr.write("%s: %s\n" % (PROG, e))
-    except OSError as e:
-        sys.stderr.write("%s: %s: %s\n" % (PROG, path, e.strerror))
-    sys.exit(2)
 
 
 def make_hosts(ap, args):
@@ -324,7 +296,7 @@ def main(argv=None, default_config=None, default_hooks=None):
     default_hooks = default_hooks or "/etc/sysidle/hooks"
     ap = build_parser(default_hooks)
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = ap.parse_args(with_config(ap, argv, default_config))
+    args = ap.parse_args(with_config(ap, argv, default_config, PROG))
     if args.json and not args.status:
         ap.error("--json goes with --status")
     if args.status:

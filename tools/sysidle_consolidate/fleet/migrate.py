@@ -35,10 +35,11 @@ OPEN_TIMEOUT_S = 30.0
 # what a settle's failed action says when libvirt keeps the domain locked
 # (a copy held by a job that nobody ends: an incoming migration that a
 # libvirtd restarted mid-migration kept)
-STUCK_HINT = (": libvirt keeps a job on that copy that nobody ends; destroy "
-              "it there by hand (virsh destroy; restarting that host's "
-              "libvirtd may be needed); both hosts stay out of every "
-              "decision until it is settled")
+STUCK_HINT = (": libvirt keeps a job on that copy that nobody ends; remove "
+              "it there by hand (virsh destroy, or: stop that host's "
+              "libvirtd, kill the copy's QEMU, remove its state file "
+              "/run/libvirt/qemu/NAME.xml, start libvirtd); both hosts stay "
+              "out of every decision until it is settled")
 _said = {}      # uuid -> the last settle error logged for it
 SETTLE_WAIT_S = 60.0        # how long a failed migration's end is awaited
 SETTLE_POLL_S = 0.5
