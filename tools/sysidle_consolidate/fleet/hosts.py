@@ -181,10 +181,10 @@ class Watcher(threading.Thread):
     why the host does not answer.
 
     A lifecycle event (a domain started, stopped, migrated) reads the
-    whole host again; a metadata-change event reads that one domain and
-    reports only when what the rules look at changed (a lease renewed by
-    the bridge changes nothing), keeping the snapshot's time, which is
-    that of its last whole read."""
+    whole host again; a metadata-change event of urn:sysidle:1 reads that
+    element of that one domain (one call) and reports only when the state
+    changed (a lease renewed by the bridge changes nothing), keeping the
+    snapshot's time, which is that of its last whole read."""
 
     def __init__(self, name, uri, report, interval=10.0, keepalive=5,
                  log=None):
@@ -197,19 +197,20 @@ class Watcher(threading.Thread):
         self.log = log
         self.cond = threading.Condition()
         self.full = False           # a whole read is asked for
-        self.changed = set()        # UUIDs whose metadata changed
+        self.changed = {}           # uuid -> virDomain: metadata changed
         self.stopping = False
         self.closed = False
         self.reads = 0              # whole reads
         self.domain_reads = 0       # one-domain reads
 
-    def kick(self, uuid=None):
-        """Any thread: read the host (@uuid: that domain) again at once."""
+    def kick(self, uuid=None, dom=None):
+        """Any thread: read the host (@uuid: that domain's metadata, @dom
+        its virDomain) again at once."""
         with self.cond:
             if uuid is None:
                 self.full = True
             else:
-                self.changed.add(uuid)
+                self.changed[uuid] = dom
             self.cond.notify()
 
     def stop(self):
@@ -228,7 +229,7 @@ class Watcher(threading.Thread):
                     break
                 self.cond.wait(left)
             full, changed = self.full, self.changed
-            self.full, self.changed = False, set()
+            self.full, self.changed = False, {}
             return not self.stopping, full, changed
 
     def run(self):
@@ -249,25 +250,28 @@ class Watcher(threading.Thread):
             if why is not None:
                 self.report(self.host_name, None, why)
 
-    def _update(self, conn, snap, uuids):
-        """@snap with the domains @uuids read again; None when one is gone
-        or a whole read is needed."""
+    def _update(self, snap, changed):
+        """@snap with the urn:sysidle:1 state of the domains @changed
+        ({uuid: virDomain from the event}) read again (one call each: a
+        metadata change changes nothing else); None when one is not in
+        it (a whole read is needed)."""
         doms = {d.uuid: d for d in snap.domains}
-        changed = False
-        for uuid in uuids:
-            if uuid not in doms:
+        new = False
+        for uuid, dom in changed.items():
+            if uuid not in doms or dom is None:
                 return None
             try:
-                d = read_domain(conn.lookupByUUIDString(uuid))
+                state, since, stale = idle_state(dom)
             except libvirt.libvirtError as e:
                 if e.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
                     return None
                 raise
             self.domain_reads += 1
+            d = doms[uuid]._replace(state=state, since_ms=since, stale=stale)
             if d != doms[uuid]:
                 doms[uuid] = d
-                changed = True
-        if not changed:
+                new = True
+        if not new:
             return snap
         return Snapshot(snap.host_uuid, snap.hostname, snap.cpus,
                         snap.memory_kib, doms.values(), snap.inactive,
@@ -282,9 +286,11 @@ class Watcher(threading.Thread):
         def lifecycle(_conn, _dom, *_):
             self.kick()
 
-        def metadata(_conn, dom, *_):
+        def metadata(_conn, dom, _type, nsuri, *_):
+            if nsuri and nsuri != urndoc.NS:
+                return          # another program's metadata
             try:
-                self.kick(dom.UUIDString())
+                self.kick(dom.UUIDString(), dom)
             except libvirt.libvirtError:
                 self.kick()
 
@@ -302,14 +308,14 @@ class Watcher(threading.Thread):
                 None))
             identity = host_identity(conn)
             snap = None
-            full, changed = True, set()
+            full, changed = True, {}
             while not self.stopping:
                 if self.closed:
                     return "the connection was closed (keepalive or " \
                         "libvirtd gone)"
                 t0 = time.monotonic()
                 new = None if full or snap is None else \
-                    self._update(conn, snap, changed)
+                    self._update(snap, changed)
                 if new is None:
                     new = read_snapshot(conn, identity)
                     self.reads += 1
