@@ -95,6 +95,17 @@ def test_hysteresis():
     m.observe([host("a", [unknown])], 0.0)
     ok(decide.counts_busy(unknown, m, 5.0, k),
        "a domain without a trusted state counts busy after --unpack-after")
+    m = decide.Memory()
+    busy = dom("b", state="NOT")
+    m.observe([host("a", [busy]), host("c", [])], 0.0)
+    m.observe([host("a", []), host("c", [])], 9.0)      # migrating: unseen
+    m.observe([host("a", []), host("c", [busy])], 10.0)
+    ok(decide.counts_busy(busy, m, 10.0, k),
+       "a busy domain that migrated counts busy where it arrives at once "
+       "(its busy time kept while unseen)")
+    m.observe([host("a", []), host("c", [])], 10.0 + decide.FORGET_S + 1)
+    ok("uuid-b" not in m.busy_since, "forgotten FORGET_S after it was last "
+       "seen")
     paused = dom("p", run="paused")
     ok(decide.idle(paused), "a paused FULL_NOTED domain is fully idle (the "
        "consolidator's suspend)")

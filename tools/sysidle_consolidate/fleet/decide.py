@@ -51,6 +51,8 @@ from .model import STANDBY, UP, WAKING
 # A domain whose migration failed (or was not started) is chosen again by
 # unpack no sooner than this, by pack no sooner than --vm-cooldown.
 UNPACK_RETRY_S = 30.0
+# What is remembered of a domain no host that is up shows any more.
+FORGET_S = 300.0
 
 
 class Knobs:
@@ -78,10 +80,15 @@ class Memory:
         self.unpacked_at = {}   # host name -> end of an unpack to or from it
         self.failed_at = {}     # uuid -> end of its last migration that
         #                         failed or was not started
+        self.last_seen = {}     # uuid -> last seen on a host that is up
         self.empty_since = {}   # host name -> no active domain since
 
     def observe(self, hosts, now):
-        """Updates the busy and empty times from the up hosts' snapshots."""
+        """Updates the busy and empty times from the up hosts' snapshots.
+        A domain's busy time outlives a moment unseen (between its source
+        and its destination during a migration, its host lost for a
+        while): a busy domain that moves counts busy where it arrives at
+        once; it is forgotten FORGET_S after it was last seen."""
         seen = set()
         for h in hosts:
             if h.state != UP or h.snap is None:
@@ -99,9 +106,12 @@ class Memory:
         for h in hosts:
             if h.state != UP:
                 self.empty_since.pop(h.name, None)
-        for uuid in list(self.busy_since):
-            if uuid not in seen:
-                del self.busy_since[uuid]
+        for uuid in seen:
+            self.last_seen[uuid] = now
+        for uuid in list(self.last_seen):
+            if now - self.last_seen[uuid] > FORGET_S:
+                del self.last_seen[uuid]
+                self.busy_since.pop(uuid, None)
 
 
 def idle(d):
