@@ -44,12 +44,13 @@ of a host in standby (~0 s here: the hook continues its processes; the
 daemon's --wake-timeout, 5 min, is only its limit) + the migrations,
 --parallel at a time, a few seconds each + the bridges' and the daemon's
 reads. Hosts woken: 1 or 2 (the bytes that keep a domain busy follow it
-to its new host up to a second late, during which its new host's bridge
-publishes it idle: the next unpack round may then find that host fuller
-than it counted). Lost: after sysidle-fleet's SIGTERM, the domains that do not run
-on exactly one host, defined there only (fleetd.census). The bench asks
-libvirt only on hosts that run a QEMU and are not stopped (a call to a
-stopped libvirtd would hang), every 0.2 s, never during a window.
+to its new host up to a second late, during which that host's bridge
+publishes it idle: the next unpack round may fill that host past its
+budget, and a second host is woken). Lost: after sysidle-fleet's SIGTERM,
+the domains that do not run on exactly one host, defined there only
+(fleetd.census). The bench asks libvirt only on hosts that run a QEMU and
+are not stopped (a call to a stopped libvirtd would hang), every 0.2 s,
+never during a window.
 
 Output: a "# run" line per cycle, a table, "unpack bound S s: met" (or
 "NOT met"), last "fleet: H hosts -> A active, M migrations, packed in P
