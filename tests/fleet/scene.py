@@ -79,8 +79,10 @@ class Scene:
         for name, h in self.home.items():
             if poll(lambda: len(self.fleet.where(name)) == 1, 30):
                 self.fleet.migrate(name, h)
+        # (a bridge whose libvirtd was restarted connects again with its
+        # back-off, up to a minute)
         ok = poll(lambda: set(idle_states(self.fleet, NAMES).values()) ==
-                  {"FULL_NOTED"}, 30)
+                  {"FULL_NOTED"}, 120, 0.2)
         if not ok:
             diag("reset: not idle: %s" % idle_states(self.fleet, NAMES))
         return ok
@@ -162,6 +164,18 @@ class Scene:
                 pass
         host.start_libvirtd()
         return True
+
+
+def prepare():
+    """What every fleet test does before its fleet starts: a stack dump
+    on SIGUSR1 (where it waits), libvirt's own error printing off (its
+    errors are raised anyway), SIGTERM (a harness's timeout) ending the
+    test through its teardown."""
+    import faulthandler
+    import libvirt
+    faulthandler.register(signal.SIGUSR1)
+    libvirt.registerErrorHandler(lambda c, e: None, None)
+    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(1))
 
 
 def fleet_or_skip(n, build):

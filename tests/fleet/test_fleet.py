@@ -32,7 +32,6 @@ Exit 0 passed, 1 a check failed, 77 the fleet cannot run here (not root,
 no libvirtd, QEMU or python3-libvirt), with the reason."""
 import os
 import re
-import signal
 import sys
 import time
 import traceback
@@ -44,7 +43,7 @@ import tap  # noqa: E402
 from tap import check  # noqa: E402
 import rig  # noqa: E402
 from fleetd import PY, FleetDaemon, census, idle_states, placement  # noqa: E402
-from scene import diag, poll  # noqa: E402
+from scene import diag, poll, prepare  # noqa: E402
 
 SKIP = 77
 BOOT_S = 120
@@ -81,11 +80,7 @@ def main():
     except rig.RigError as e:
         print("1..0 # SKIP %s" % e)
         return SKIP
-    import faulthandler
-    import libvirt
-    faulthandler.register(signal.SIGUSR1)   # kill -USR1: where it waits
-    libvirt.registerErrorHandler(lambda c, e: None, None)
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(1))
+    prepare()
     d = None
     try:
         fleet.start(bridge_args=["--interval", "100"])

@@ -44,7 +44,8 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 import tap  # noqa: E402
 from tap import check  # noqa: E402
 from fleetd import placement  # noqa: E402
-from scene import NAMES, Scene, diag, fleet_or_skip, poll  # noqa: E402
+from scene import (NAMES, Scene, diag, fleet_or_skip, poll,  # noqa: E402
+                   prepare)
 
 SKIP = 77
 KILL_ENV = "SYSIDLE_CONSOLIDATE_KILL_AT"
@@ -244,11 +245,7 @@ def main():
     if fleet is None:
         print(skip_line)
         return SKIP
-    import faulthandler
-    import libvirt
-    faulthandler.register(signal.SIGUSR1)   # kill -USR1: where it waits
-    libvirt.registerErrorHandler(lambda c, e: None, None)
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(1))
+    prepare()
     c = None
     t0 = time.monotonic()
     try:

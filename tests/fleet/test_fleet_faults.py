@@ -47,7 +47,8 @@ import tap  # noqa: E402
 from tap import check  # noqa: E402
 import rig  # noqa: E402
 from fleetd import idle_states, placement  # noqa: E402
-from scene import NAMES, Scene, diag, fleet_or_skip, poll  # noqa: E402
+from scene import (NAMES, Scene, diag, fleet_or_skip, poll,  # noqa: E402
+                   prepare)
 
 SKIP = 77
 BASE = ["--verbose", "--cpu-budget", "4", "--idle-vcpu-weight", "0.25",
@@ -278,11 +279,7 @@ def main():
     if fleet is None:
         print(skip_line)
         return SKIP
-    import faulthandler
-    import libvirt
-    faulthandler.register(signal.SIGUSR1)   # kill -USR1: where it waits
-    libvirt.registerErrorHandler(lambda c, e: None, None)
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(1))
+    prepare()
     f = None
     try:
         fleet.start(bridge_args=["--interval", "100"])

@@ -344,9 +344,10 @@ class Fleet(Standby):
 
     # --- a pass -------------------------------------------------------------
     def view(self):
-        """The hosts the rules may use: not those a hook runs on, nor those
-        an unresolved migration names."""
-        blocked = set(self.hook_jobs)
+        """The hosts the rules may use: not those going to standby (their
+        begin hook runs), nor those an unresolved migration names. (A host
+        whose end hook still runs once it answers is up: usable.)"""
+        blocked = {n for n, sub in self.hook_jobs.items() if sub == "begin"}
         for e in self.unresolved.values():
             blocked.update((e.get("src"), e.get("dst")))
         return [h for h in self.hosts.values() if h.name not in blocked]
@@ -389,7 +390,8 @@ class Fleet(Standby):
         for line in u.stuck:
             self.say_once("stuck " + line.split(" ", 1)[0],
                           "warning " + line)
-        waking = any(h.state == WAKING for h in hosts)
+        waking = any(h.state == WAKING for h in hosts) or \
+            "end" in self.hook_jobs.values()
         if u.wake and not waking and self.retry_at.get(u.wake, 0) <= now:
             self._wake(u.wake, now, "no host that is up has room for the "
                        "busy domains of %s" % ", ".join(sorted(u.over)))
