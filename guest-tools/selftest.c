@@ -282,6 +282,22 @@ static void cpu_checks(void *arg)
 			      "cpu%u: self ipi via the x2apic SELF_IPI register", cpu);
 		}
 	}
+	/* an interrupt that arrives with interrupts off is taken once they
+	 * are on, not at the next exit: the spin makes none */
+	{
+		u32 n = p->cnt_self;
+		u64 t0, dt;
+
+		irq_disable();
+		apic_send_ipi(0, APIC_ICR_DEST_SELF | APIC_ICR_DM_FIXED | VEC_IPI_SELF);
+		irq_enable();
+		t0 = rdtsc();
+		while (p->cnt_self == n && rdtsc() - t0 < ns_to_tsc(SEC))
+			cpu_relax();
+		dt = tsc_to_ns(rdtsc() - t0);
+		check(p->cnt_self == n + 1, "cpu%u: an ipi sent under cli taken after sti by a "
+		      "cpu that makes no exit (%llu us)", cpu, (unsigned long long)(dt / 1000));
+	}
 	/* timers */
 	{
 		u32 n = p->cnt_timer;

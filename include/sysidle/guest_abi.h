@@ -76,6 +76,8 @@
  * tick being delivered. A guest that keeps jiffies adds 1 + MISSED at each
  * tick it takes (and reads MISSED when it wakes for another reason, if it
  * needs its jiffies then), so its jiffies always equal elapsed ticks.
+ * A suppressed tick starts again after the vCPU's first exit to the VMM
+ * once it is woken: at the latest, the EOI of the interrupt that woke it.
  * Unknown bits or out-of-range values raise #GP.
  */
 #define SYSIDLE_HV_F_PVTICK (1u << 0)

@@ -50,10 +50,14 @@
  *    unlock; all under tk_lock):
  *    tk_set_busy(): "tk_state = BUSY" = its atomic_store of TK_BUSY;
  *    "st = state" = sysidle_state() (seq_cst load); "force_req = 1" = its
- *    atomic_store of true; then pvtick_resume() (tk_tick = tk_hz) and
- *    tk_run = 1 (VCPU_RUNNING). Then, unlocked, idle_kick_deferred():
- *    the kick is held back (tk_kick_due), and without a pv tick the
- *    backstop timer is armed (backstop).
+ *    atomic_store of true; then pvtick_resume_unarmed() (the tick no
+ *    longer suppressed, its timer not armed) and tk_run = 1
+ *    (VCPU_RUNNING). Then, unlocked, idle_kick_deferred(): the kick is
+ *    held back (tk_kick_due), and without a pv tick the backstop timer is
+ *    armed (backstop). Then its first KVM_RUN returns (the guest EOIs
+ *    the interrupt that woke it, or halts: every wake injects one, and a
+ *    userspace LAPIC's EOI is an exit) and idle_kick_due(v, false) arms
+ *    the pv tick under the lock (pvtick_arm_resumed): "tk_tick = tk_hz".
  *  tk, HLT wake with only its tick pending and its pv tick not suspended
  *    (idle_wake, tick_only: its "!t->suppressed" is "tk_tick"; the
  *    locked section as one step): "tk_state = WINDOW" = the atomic_store
@@ -69,8 +73,11 @@
  *    (busy_for_good) makes exits only with its pv tick armed (each tick
  *    kicks it out of KVM_RUN), and then weak fairness makes one send the
  *    kick; without an armed pv tick it may run for good without exits.
- *  tk, HLT (vcpu_wait_interrupt): idle_kick_due(v, true) sends a held-back
- *    kick, unlocked; then under the lock VCPU_HALTED (tk_run = 0) and
+ *  tk, HLT (vcpu_wait_interrupt): idle_kick_due(v, true), unlocked, hands
+ *    a held-back kick to the backstop timer (due when the kick would have
+ *    gone out; with a pv tick it is armed here, without one it was armed
+ *    at the wake) or, when it is due already, sends it; then under the
+ *    lock VCPU_HALTED (tk_run = 0) and
  *    idle_halt: from a window that ended too late, tk_set_busy() +
  *    housekeeping_kick() (under tk_lock); then "tk_state = TK_HALTED" =
  *    the atomic_store of TK_HALTED.
@@ -107,13 +114,14 @@
  *    its load, then its cmpxchg to NOT (retried while in range); then the
  *    sysidle_state() load and idle_restart() when stopped.
  *  others (vcpu_wait_interrupt -> idle_halt / idle_wake): idle_kick_due(v,
- *    true) (unlocked), then sysidle_enter under the lock (octr even, one
- *    step); the wake under the lock (o_lock): sysidle_exit (octr odd, then
- *    sysidle_reset's load and cmpxchg as one step: a lost cmpxchg retries
- *    on whatever in-range value it meets, and the load writes nothing),
- *    pvtick_resume and VCPU_RUNNING in that step; then, unlocked, when its
- *    reset replaced FULL_NOTED, idle_kick_deferred() (O_WAKING until then);
- *    running, its exits as the timekeeper's.
+ *    true) (unlocked, as the timekeeper's), then sysidle_enter under the
+ *    lock (octr even, one step); the wake under the lock (o_lock):
+ *    sysidle_exit (octr odd, then sysidle_reset's load and cmpxchg as one
+ *    step: a lost cmpxchg retries on whatever in-range value it meets, and
+ *    the load writes nothing), pvtick_resume_unarmed and VCPU_RUNNING in
+ *    that step; then, unlocked, when its reset replaced FULL_NOTED,
+ *    idle_kick_deferred() (O_WAKING until then); then the first exit arms
+ *    its pv tick (o_tick = o_hz); running, its exits as the timekeeper's.
  *
  * Abstractions, besides the time: the other vCPUs are one CPU; the scan
  * is that of a small VM (sysidle_poll, delay 0: a scan that does not
@@ -248,6 +256,14 @@
  *     is stopped, and the timekeeper is back in HLT before idle_stop()
  *     looks at it: the tick stays stopped although the timekeeper ran
  *     while it was being stopped, with nothing asked).
+ *  3. A wake from full idle cost a vCPU woken by IPI a fifth more than
+ *     the same wake without --sysidle: the held-back kick went out as the
+ *     waking vCPU halted again, just when the vCPU it had woken needed the
+ *     host CPU, and the pv tick resumed on the wake path armed a host
+ *     timer there. A held-back kick now goes to the backstop timer when
+ *     its vCPU halts before it is due, and a pv tick resumed on the wake
+ *     path is armed after the vCPU's first exit (the steps above). Every
+ *     property holds as before, with each variant.
  *
  * Variants:
  *  -DNO_PVTICK       one vCPU or both without a pv tick: windows are
@@ -468,8 +484,13 @@ busy:
 	:: /* runs for good; without a pv tick it makes no exit, and its
 	    * held-back kick never goes out (only the backstop is left) */
 		tk_kick_due = tk_kick_due & tk_hz; goto busy_for_good
-	:: /* HLT: idle_kick_due(v, true), unlocked, before the lock */
-		atomic { kick = kick | tk_kick_due; tk_kick_due = 0 }
+	:: /* HLT: idle_kick_due(v, true), unlocked, before the lock: a
+	    * held-back kick goes to the backstop timer (due then), or out at
+	    * once when it is due already */
+		if
+		:: atomic { backstop = backstop | tk_kick_due; tk_kick_due = 0 }
+		:: atomic { kick = kick | tk_kick_due; tk_kick_due = 0 }
+		fi
 	fi;
 	/* vcpu_wait_interrupt: lock, VCPU_HALTED, idle_halt (from TK_BUSY:
 	 * the store of TK_HALTED, sysidle_enter), the wait releases the lock */
@@ -499,7 +520,7 @@ halted:
 		atomic { hk_wait != 1 -> tk_lock = 1; tk_halted_ghost = 0;
 			 tk_irr = 0 /* a pending tick is injected too */ }
 		tk_set_busy();
-		atomic { tk_tick = tk_hz; tk_run = 1; tk_lock = 0 }
+		atomic { tk_run = 1; tk_lock = 0 }
 		/* unlocked: idle_kick_deferred() (the backstop without a pv
 		 * tick) */
 		if
@@ -509,6 +530,11 @@ halted:
 				    :: else -> skip fi }
 		:: else -> skip
 		fi;
+		/* the first KVM_RUN returns (the guest EOIs the interrupt
+		 * that woke it, or halts): idle_kick_due(v, false) arms the
+		 * pv tick the wake resumed, under the lock
+		 * (pvtick_arm_resumed) */
+		atomic { hk_wait != 1 && !tk_lock -> tk_tick = tk_hz }
 		goto busy
 	fi;
 window:
@@ -569,8 +595,11 @@ running:
 	:: /* an exit at least the defer delay after the wake */
 		atomic { o_kick_due -> kick = 1; o_kick_due = 0 }; goto running
 	:: o_kick_due = o_kick_due & o_hz; goto o_busy_for_good
-	:: /* HLT: idle_kick_due(v, true) */
-		atomic { kick = kick | o_kick_due; o_kick_due = 0 }
+	:: /* HLT: idle_kick_due(v, true): to the backstop, or at once */
+		if
+		:: atomic { backstop = backstop | o_kick_due; o_kick_due = 0 }
+		:: atomic { kick = kick | o_kick_due; o_kick_due = 0 }
+		fi
 	fi;
 	/* lock, VCPU_HALTED, idle_halt -> sysidle_enter: counter even */
 	ophase = O_IDLE;
@@ -594,7 +623,6 @@ running:
 			SET_STATE(NOT)
 		:: else -> ophase = O_RUNNING
 		fi;
-		o_tick = o_hz;
 		o_lock = 0
 	}
 	/* unlocked: idle_kick_deferred() */
@@ -604,6 +632,8 @@ running:
 			 if :: !o_hz -> backstop = 1 :: else -> skip fi }
 	:: else -> skip
 	fi;
+	/* the first KVM_RUN returns: pvtick_arm_resumed, under the lock */
+	atomic { hk_wait != 2 && !o_lock -> o_tick = o_hz }
 	goto running;
 
 idle_for_good:

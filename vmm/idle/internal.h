@@ -40,6 +40,8 @@ struct idle_vcpu {
 	_Atomic uint64_t woke_ns;
 	_Atomic uint64_t halted_at_ns;
 	uint64_t kick_due_ns; /* idle_kick_deferred(), 0: none */
+	bool tick_unarmed; /* its pv tick resumed on its wake path, the timer
+			    * not armed yet (idle_kick_due arms it) */
 } __attribute__((aligned(64)));
 
 /* Counters that status snapshots read from other threads: relaxed, a

@@ -14,13 +14,15 @@
  *  - under --sysidle, the vCPU is a halted non-timekeeper: missed, the timer
  *    is left disarmed (no host wake-up per period) and the periods that
  *    pass until the vCPU runs again are counted when it resumes
- *    (pvtick_resume);
+ *    (pvtick_resume; on the vCPU's own wake path pvtick_resume_unarmed,
+ *    its timer armed after the vCPU's next KVM_RUN: pvtick_arm_resumed);
  *  - the whole VM is fully idle: every vCPU's tick is suspended and the
  *    periods are counted the same way when it resumes.
  *  - the guest reads MISSED while ticks are due whose timer has not fired
  *    yet: they are counted then (the timer moves on to the next period).
  * So at any time: delivered + missed-read + missed-pending + (periods not
- * yet accounted while suppressed) == ticks due since epoch.
+ * yet accounted while suppressed, or resumed and not yet armed) == ticks
+ * due since epoch.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -140,18 +142,47 @@ void pvtick_suspend(struct vcpu *v)
 	t->suppressed = true;
 }
 
-void pvtick_resume(struct vcpu *v)
+/* @v's lock held: the periods that passed while the tick was suppressed
+ * are counted missed, and it is suppressed no longer. */
+static void pvtick_unsuppress(struct pvtick *t)
 {
-	struct pvtick *t = pvtick_of(v);
-	uint64_t due;
+	uint64_t due = pvtick_take_due(t, now_ns());
 
-	if (!t->hz || !t->suppressed)
-		return;
-	due = pvtick_take_due(t, now_ns());
 	t->missed += due;
 	t->nsuppressed += due;
 	t->stop_missed += due;
 	t->suppressed = false;
+}
+
+void pvtick_resume(struct vcpu *v)
+{
+	struct pvtick *t = pvtick_of(v);
+
+	if (!t->hz || !t->suppressed)
+		return;
+	pvtick_unsuppress(t);
+	pvtick_arm(v);
+}
+
+bool pvtick_resume_unarmed(struct vcpu *v)
+{
+	struct pvtick *t = pvtick_of(v);
+
+	if (!t->hz || !t->suppressed)
+		return false;
+	pvtick_unsuppress(t);
+	return true;
+}
+
+void pvtick_arm_resumed(struct vcpu *v)
+{
+	struct pvtick *t = pvtick_of(v);
+	uint64_t due;
+
+	if (!t->hz || t->suppressed || t->deadline_ns)
+		return; /* stopped, suspended again, or armed already */
+	due = pvtick_take_due(t, now_ns());
+	t->missed += due; /* periods run through before the first exit */
 	pvtick_arm(v);
 }
 
@@ -166,12 +197,13 @@ static void pvtick_catch_up(struct vcpu *v)
 	struct pvtick *t = pvtick_of(v);
 	uint64_t due;
 
-	if (!t->hz || !t->deadline_ns)
+	if (!t->hz || t->suppressed)
 		return;
 	due = pvtick_take_due(t, now_ns());
 	if (due) {
 		t->missed += due;
-		pvtick_arm(v);
+		if (t->deadline_ns) /* else armed by pvtick_arm_resumed */
+			pvtick_arm(v);
 	}
 }
 

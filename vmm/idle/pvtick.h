@@ -21,7 +21,8 @@ struct pvtick {
 	uint64_t epoch_ns;
 	uint64_t next;
 	uint64_t missed;      /* read-and-clear through MSR_SYSIDLE_PVTICK_MISSED */
-	uint64_t deadline_ns; /* the hk timer's deadline, 0: not armed */
+	uint64_t deadline_ns; /* the hk timer's deadline, 0: not armed (also
+			       * resumed, until pvtick_arm_resumed) */
 	bool suppressed;      /* disarmed by --sysidle: catch up when resumed */
 	uint64_t stop_missed; /* counted missed since the VM's tick stopped */
 	struct hk_timer timer;
@@ -41,6 +42,18 @@ struct pvtick *pvtick_of(const struct vcpu *v);
  * again (resume, catching up the periods that passed as missed). */
 void pvtick_suspend(struct vcpu *v);
 void pvtick_resume(struct vcpu *v);
+/*
+ * The same on @v's own wake path, lock held, without arming the host timer:
+ * arming one on a host CPU that has just left idle reprograms its clock
+ * event device, a cost the guest would wait for before it runs (seen as
+ * most of what a wake from full idle cost over a plain VMM's, on a host
+ * that is itself a guest). Returns true when the tick was resumed: the
+ * vCPU's thread then calls pvtick_arm_resumed, lock held, right after its
+ * next KVM_RUN returns, at the latest at the EOI of the interrupt that
+ * woke it (include/sysidle/guest_abi.h).
+ */
+bool pvtick_resume_unarmed(struct vcpu *v);
+void pvtick_arm_resumed(struct vcpu *v);
 bool pvtick_deliver_now(struct vcpu *v);
 
 #endif

@@ -20,8 +20,9 @@
  * Full idle (sysidle_is_idle true, timekeeper halted): every vCPU's pv tick
  * is suspended (its timer disarmed), the housekeeping tick is not re-armed,
  * and the housekeeping thread's CPU pin is released. Guest LAPIC timers stay
- * armed. Whatever wakes a vCPU wakes it directly; its own pv tick resumes at
- * once with the periods that passed counted as missed; the vCPU whose exit
+ * armed. Whatever wakes a vCPU wakes it directly; its own pv tick resumes on
+ * its wake with the periods that passed counted as missed (its timer armed
+ * after its first exit: pvtick_resume_unarmed); the vCPU whose exit
  * cleared FULL_NOTED (or the force-exit) kicks the housekeeping thread,
  * which re-pins, resumes the timekeeper's pv tick (phase kept, the periods
  * that passed added to its missed count) and re-arms its own tick on its
@@ -336,15 +337,18 @@ static void idle_kick_backstop_fire(struct hk_timer *t, uint64_t deadline_ns)
  * @v's thread, not holding its lock, right after a wake-up whose
  * idle_wake() asked for a kick. The housekeeping thread's part (restart
  * the tick, re-pin, force the timekeeper's exit) is not on the wake path:
- * the kick goes out from idle_kick_due() when @v halts again or at the
- * first exit IDLE_KICK_DEFER_NS after the wake, whichever comes first, so
- * the burst of work that follows a wake-up (the handler, an IPI it sends,
- * the vCPU it wakes) does not compete with the housekeeping thread for a
- * host CPU. Exits come at the latest with @v's next pv tick (resumed by
- * idle_wake, and never suspended again by idle_stop while @v runs);
- * without a pv tick a backstop timer bounds the delay (arming it costs a
- * host timer update on the wake path, hence only then). @v's pv tick
- * settings are written by @v's own thread: read unlocked.
+ * the kick goes out from idle_kick_due() at the first exit
+ * IDLE_KICK_DEFER_NS after the wake, or from the backstop timer when @v
+ * halts before that, so the burst of work that follows a wake-up (the
+ * handler, an IPI it sends, the vCPU it wakes) does not compete with the
+ * housekeeping thread for a host CPU. Not when @v halts: that is when the
+ * vCPU it woke needs the host CPU @v leaves (a kick sent there cost a wake
+ * from full idle by IPI a fifth of its latency, on a host of 2 CPUs).
+ * Exits come at the latest with @v's next pv tick (resumed by idle_wake,
+ * armed after its first exit, and never suspended again by idle_stop
+ * while @v runs); without a pv tick the backstop is armed here (arming it
+ * costs a host timer update on the wake path, hence only then). @v's pv
+ * tick settings are written by @v's own thread: read unlocked.
  */
 void idle_kick_deferred(struct vcpu *v)
 {
@@ -355,18 +359,38 @@ void idle_kick_deferred(struct vcpu *v)
 		hk_timer_arm(&idle.kick_backstop, now + IDLE_KICK_BACKSTOP_NS);
 }
 
-/* @v's thread, after a KVM_RUN (@halting false) or before it blocks in
- * HLT (@halting true): send the kick idle_kick_deferred() held back. */
+/*
+ * @v's thread, after a KVM_RUN (@halting false, lock not held) or as it
+ * halts or parks (@halting true, lock held when parking). After a KVM_RUN:
+ * arm the pv tick its wake resumed (idle_wake), then send the kick
+ * idle_kick_deferred() held back once IDLE_KICK_DEFER_NS have passed.
+ * Halting before that: the kick goes to the backstop timer, due then
+ * (already armed for a vCPU without a pv tick).
+ */
 void idle_kick_due(struct vcpu *v, bool halting)
 {
 	struct idle_vcpu *iv = idle_vcpu(v);
+	uint64_t now;
 
-	if (!iv->kick_due_ns || (!halting && now_ns() < iv->kick_due_ns))
+	if (!halting && iv->tick_unarmed) {
+		iv->tick_unarmed = false;
+		pthread_mutex_lock(&v->lock);
+		pvtick_arm_resumed(v);
+		pthread_mutex_unlock(&v->lock);
+	}
+	if (!iv->kick_due_ns)
 		return;
+	now = now_ns();
+	if (now < iv->kick_due_ns) {
+		if (!halting)
+			return;
+		if (pvtick_of(v)->hz)
+			hk_timer_arm(&idle.kick_backstop, iv->kick_due_ns);
+	} else {
+		housekeeping_kick();
+	}
 	iv->kick_due_ns = 0;
-	housekeeping_kick();
 }
-
 
 void idle_external_kick(void)
 {

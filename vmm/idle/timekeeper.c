@@ -141,7 +141,7 @@ bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
 		return false;
 	}
 	kick = tk_set_busy();
-	pvtick_resume(v);
+	idle_vcpu(v)->tick_unarmed |= pvtick_resume_unarmed(v);
 	return kick;
 }
 

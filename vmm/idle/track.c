@@ -162,7 +162,7 @@ static bool idle_wake(struct vcpu *v, bool plain)
 		kick = tk_wake(v, plain, now_ns());
 	} else {
 		kick = sysidle_exit(idle.s, v->id);
-		pvtick_resume(v);
+		iv->tick_unarmed |= pvtick_resume_unarmed(v);
 	}
 	/* seq_cst store, then the seq_cst RMW to odd: pairs with the loads
 	 * in idle_check_violation() (idle_seq, then woke_ns). */

@@ -113,8 +113,9 @@ extern __thread struct vcpu *vcpu_self;
  *    housekeeping work must follow (the loop calls kick_deferred, after
  *    the lock is dropped).
  *  - exit: before an exit is handled. inject, lock held: about to inject
- *    @vector. run_done, no lock: after KVM_RUN (@halting false) or before
- *    the vCPU blocks in HLT or parks (@halting true).
+ *    @vector. run_done: after KVM_RUN (@halting false, no lock), before
+ *    the vCPU blocks in HLT (@halting true, no lock) or as it parks
+ *    (@halting true, lock held).
  *  - may_poll, no lock: may this HLT poll before it blocks? (not while
  *    the VM is heading into full idle: the poll would only burn the CPU
  *    an idle VM must not cost)
