@@ -78,6 +78,7 @@ int idle_init(struct vm *vm, const struct idle_config *o)
 		atomic_init(&idle.vcpus[i].woke_ns, 0);
 		atomic_init(&idle.vcpus[i].halted_at_ns, 0);
 		idle.vcpus[i].kick_due_ns = 0;
+		idle.vcpus[i].tick_unarmed = false;
 	}
 	idle.t0 = now_ns();
 	idle.since = idle.t0;
