@@ -256,11 +256,11 @@
  *     is stopped, and the timekeeper is back in HLT before idle_stop()
  *     looks at it: the tick stays stopped although the timekeeper ran
  *     while it was being stopped, with nothing asked).
- *  3. A wake from full idle cost a vCPU woken by IPI a fifth more than
- *     the same wake without --sysidle: the held-back kick went out as the
- *     waking vCPU halted again, just when the vCPU it had woken needed the
- *     host CPU, and the pv tick resumed on the wake path armed a host
- *     timer there. A held-back kick now goes to the backstop timer when
+ *  3. A wake from full idle by IPI took about 40 % longer than the same
+ *     wake without --sysidle (the guest's tick off): the held-back kick
+ *     went out as the waking vCPU halted again, just when the vCPU it had
+ *     woken needed the host CPU, and the pv tick resumed on the wake path
+ *     armed a host timer there. A held-back kick now goes to the backstop timer when
  *     its vCPU halts before it is due, and a pv tick resumed on the wake
  *     path is armed after the vCPU's first exit (the steps above). Every
  *     property holds as before, with each variant.

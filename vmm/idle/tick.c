@@ -342,8 +342,8 @@ static void idle_kick_backstop_fire(struct hk_timer *t, uint64_t deadline_ns)
  * halts before that, so the burst of work that follows a wake-up (the
  * handler, an IPI it sends, the vCPU it wakes) does not compete with the
  * housekeeping thread for a host CPU. Not when @v halts: that is when the
- * vCPU it woke needs the host CPU @v leaves (a kick sent there cost a wake
- * from full idle by IPI a fifth of its latency, on a host of 2 CPUs).
+ * vCPU it woke needs the host CPU @v leaves (a kick sent there made a wake
+ * from full idle by IPI about 14 % slower, on a host of 2 CPUs).
  * Exits come at the latest with @v's next pv tick (resumed by idle_wake,
  * armed after its first exit, and never suspended again by idle_stop
  * while @v runs); without a pv tick the backstop is armed here (arming it
