@@ -154,16 +154,6 @@ static void pvtick_unsuppress(struct pvtick *t)
 	t->suppressed = false;
 }
 
-void pvtick_resume(struct vcpu *v)
-{
-	struct pvtick *t = pvtick_of(v);
-
-	if (!t->hz || !t->suppressed)
-		return;
-	pvtick_unsuppress(t);
-	pvtick_arm(v);
-}
-
 bool pvtick_resume_unarmed(struct vcpu *v)
 {
 	struct pvtick *t = pvtick_of(v);
@@ -172,6 +162,12 @@ bool pvtick_resume_unarmed(struct vcpu *v)
 		return false;
 	pvtick_unsuppress(t);
 	return true;
+}
+
+void pvtick_resume(struct vcpu *v)
+{
+	if (pvtick_resume_unarmed(v))
+		pvtick_arm(v);
 }
 
 void pvtick_arm_resumed(struct vcpu *v)
