@@ -126,12 +126,11 @@ class FleetDaemon:
 def _on_frozen(h, name):
     """(runs, defined) of domain @name on host @h whose libvirtd is
     stopped, without asking it: a QEMU process of the host named for the
-    domain, its definition file in the host's /etc overlay."""
+    domain, its definition file in the host's /etc."""
     runs = any(("guest=%s," % name) in rig.read("/proc/%d/cmdline" % p)
                .replace("\0", " ") for p in h.pids()
                if rig.comm(p).startswith("qemu"))
-    defined = os.path.isfile(os.path.join(
-        h.dir, "ovl", "etc", "upper", "libvirt", "qemu", name + ".xml"))
+    defined = os.path.isfile(h.path("/etc/libvirt/qemu/%s.xml" % name))
     return runs, defined
 
 

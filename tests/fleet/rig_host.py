@@ -191,6 +191,17 @@ class Host:
         with open(os.path.join(self.dir, "holder.pid"), "w") as f:
             f.write("%d\n" % self.holder)
 
+    def path(self, p):
+        """Absolute path @p as the host's own processes see it: through
+        its first process's root, so in its mount namespace and through
+        its overlays. A file of the host's /etc, /run or /var is read,
+        written or removed only this way: a change made in an overlay's
+        upper directory from outside leaves the overlay's cached view
+        stale (its next unlink of that name fails with ESTALE)."""
+        if self.holder is None:
+            raise RigError("%s: not started" % self.name)
+        return "/proc/%d/root%s" % (self.holder, p)
+
     @staticmethod
     def _ppid(pid):
         for line in read("/proc/%d/status" % pid).splitlines():
@@ -311,12 +322,29 @@ class Host:
     # --- standby, as the rig's host hook (standby_hook.py) does it ---------
     def freeze(self):
         """Every process of the host stopped (SIGSTOP): a host in standby
-        answers nothing and makes no wake-up."""
-        for p in self.pids():
+        answers nothing and makes no wake-up. Returns once each of them
+        is stopped (a signal is delivered after kill() returns)."""
+        pids = self.pids()
+        for p in pids:
             try:
                 os.kill(p, signal.SIGSTOP)
             except ProcessLookupError:
                 pass
+        end = time.monotonic() + START_TIMEOUT_S
+        while not all(self._state(p) in ("T", "t", "Z", "X", None)
+                       for p in pids):
+            if time.monotonic() > end:
+                raise RigError("%s: SIGSTOP sent, not all of its processes "
+                               "stopped in %d s" % (self.name,
+                                                    START_TIMEOUT_S))
+            time.sleep(0.01)
+
+    @staticmethod
+    def _state(pid):
+        """A process's state letter (/proc/PID/stat), None once it is
+        gone."""
+        st = read("/proc/%d/stat" % pid)
+        return (st.rsplit(")", 1)[-1].split()[:1] or [None])[0]
 
     def thaw(self):
         for p in self.pids():
@@ -331,8 +359,7 @@ class Host:
         pid = self.libvirtd_pid()
         if pid is None:
             return False
-        st = read("/proc/%d/stat" % pid)
-        return st.rsplit(")", 1)[-1].split()[:1] == ["T"]
+        return self._state(pid) == "T"
 
     def stop(self):
         """Stops the host: its services, then every process left, then its

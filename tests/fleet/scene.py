@@ -158,8 +158,7 @@ class Scene:
         # the same job): the copy's state removed, as an operator would
         for ext in (".xml", ".pid"):
             try:
-                os.unlink(os.path.join(host.dir, "ovl", "run", "upper",
-                                       "libvirt", "qemu", name + ext))
+                os.unlink(host.path("/run/libvirt/qemu/%s%s" % (name, ext)))
             except FileNotFoundError:
                 pass
         host.start_libvirtd()

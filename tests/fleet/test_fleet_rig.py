@@ -124,6 +124,19 @@ def main():
               "%s) in %.1f s, its definition with it" % (
                   a.name, b.name, b.uri.split("?")[0], rig.MIGRATE_URI,
                   took))
+        pidfile = "/run/libvirt/qemu/vm1.pid"
+        try:
+            qemu = int(rig.read(b.path(pidfile)).strip() or 0)
+        except ValueError:
+            qemu = 0
+        # the file holds a PID of the host's PID namespace: NSpid's last
+        nspids = [int(ln.split()[-1]) for p in b.pids()
+                  for ln in rig.read("/proc/%d/status" % p).splitlines()
+                  if ln.startswith("NSpid:")]
+        check(qemu in nspids and not os.path.exists(a.path(pidfile)),
+              "each host's /run as its libvirtd sees it: vm1's PID file on "
+              "%s names its QEMU, on %s it is gone" % (b.name, a.name),
+              "%s on %s, its processes %s" % (qemu, b.name, nspids))
         a.out_of_memory(True)
         try:
             fleet.migrate("vm1", a)
