@@ -35,6 +35,12 @@ wake       the same wake-up path with and without --sysidle, interleaved
              serial a byte written to the VMM's stdin, echoed by CPU 0's
                     serial interrupt handler, host-timed round trip: write
                     -> the echo read from stdout                 (mode=echo)
+             mixed  (only when --paths names it) the timer path with
+                    every other gap --short-us (200) instead: a VM that
+                    alternates full idle with short sleeps; two rows,
+                    mixed-long (the wake-ups from the long gaps) and
+                    mixed-short, the CPU shared by both   (mode=sleep
+                    short_us=)
            The guest prints every sample; p50 and p99 (nearest rank) are
            taken over all samples of a setup from all its runs (pooled),
            and also per run (median [min..max] over the runs); the ratios
@@ -58,118 +64,23 @@ import argparse
 import json
 import os
 import re
-import select
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 from benchstats import check_setups, parse_setup, vmm_binary, pct, spread, loadavg  # noqa: E402
+from benchrun import Run, kill_live, start_load, stop_load  # noqa: E402
 
 SAMPLES = re.compile(r"pingpong: (sleep|ipiwake): samples=([0-9,]+) ns")
-PATHS = (("timer", "sleep"), ("serial", "echo"), ("ipi", "ipiwake"))
+PATHS = (("timer", "sleep"), ("serial", "echo"), ("ipi", "ipiwake"),
+         ("mixed", "sleep"))
+DEFAULT_PATHS = "timer,serial,ipi"
+DEFAULT_SHORT_US = 200
 SETUPS = ("vmm", "vmm-quiet", "vmm-sysidle")
 DEFAULT_ROUNDS = 1000
 DEFAULT_DELAY_US = 10000
-
-
-LIVE = set()  # Runs whose process may still be running
-
-
-class Run:
-    """One VMM process, its stdout read with a deadline."""
-
-    def __init__(self, cmd, timeout):
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE,
-                                  start_new_session=True)
-        LIVE.add(self)
-        self.t0 = time.monotonic()
-        self.deadline = self.t0 + timeout
-        self.out = b""
-        self.hung = False
-        self.cpu_s = 0.0  # user + sys of the process, all its threads
-        self.wall_s = 0.0
-
-    def left(self):
-        return self.deadline - time.monotonic()
-
-    def read_until(self, pattern):
-        """Read stdout until pattern (bytes) is in it; False on EOF/hang."""
-        fd = self.p.stdout.fileno()
-        while pattern not in self.out:
-            left = self.left()
-            if left <= 0:
-                self.hung = True
-                return False
-            r, _, _ = select.select([fd], [], [], left)
-            if r:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    return False
-                self.out += chunk
-        return True
-
-    def send(self, data):
-        """False when the VMM is gone (its stdin closed)."""
-        try:
-            os.write(self.p.stdin.fileno(), data)
-            return True
-        except OSError:
-            return False
-
-    def signal(self, sig):
-        try:
-            os.kill(self.p.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def finish(self):
-        """Wait for the exit within the deadline (else SIGKILL: hung);
-        returns (exit status or None, stdout, stderr). The output is read
-        here, not with communicate(), so that the process is reaped by
-        wait4 and its rusage is the CPU time the run burnt."""
-        self.p.stdin.close()
-        err = b""
-        fds = {self.p.stdout.fileno(): "out", self.p.stderr.fileno(): "err"}
-        while fds:
-            left = self.left()
-            if left <= 0 and not self.hung:
-                self.hung = True
-                try:
-                    os.killpg(self.p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            r, _, _ = select.select(list(fds), [], [],
-                                    max(left, 0.01) if not self.hung else 5)
-            if not r and self.hung:
-                break  # killed, and still no EOF: give up on the output
-            for fd in r:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    del fds[fd]
-                elif fds[fd] == "out":
-                    self.out += chunk
-                else:
-                    err += chunk
-        if self.hung:
-            try:
-                os.killpg(self.p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _, status, ru = os.wait4(self.p.pid, 0)
-        self.p.returncode = os.waitstatus_to_exitcode(status)
-        self.cpu_s = ru.ru_utime + ru.ru_stime
-        self.wall_s = time.monotonic() - self.t0
-        self.p.stdout.close()
-        self.p.stderr.close()
-        LIVE.discard(self)
-        return (None if self.hung else self.p.returncode,
-                self.out.decode(errors="replace"),
-                err.decode(errors="replace"))
 
 
 def failure(rc, out, err):
@@ -299,12 +210,14 @@ def wake_setups(a):
     return out
 
 
-def wake_cmd(a, setup, mode, log):
+def wake_cmd(a, setup, path, mode, log):
     cmd = [setup.binary, "--cpus", "2", "--mem", a.mem] + setup.extra
     if setup.sysidle:
         cmd += ["--sysidle-log", log]
     app = (f"mode={mode} rounds={a.rounds} delay_us={a.delay_us} "
            f"hz={setup.hz}")
+    if path == "mixed":
+        app += f" short_us={a.short_us}"
     return cmd + ["--append", app, a.pingpong_elf]
 
 
@@ -348,21 +261,34 @@ def echo_timed(a, cmd):
 def wake(a, tmp):
     runs = {}
     setups = wake_setups(a)
+    paths = [(p, m) for p, m in PATHS if p in a.paths]
+    rows_of = []  # the table's paths: mixed is two rows
+    for p, _ in paths:
+        rows_of += ["mixed-long", "mixed-short"] if p == "mixed" else [p]
     for rep in range(a.repeat):
-        for path, mode in PATHS:
+        for path, mode in paths:
             order = setups if rep % 2 == 0 else setups[::-1]
             for i, setup in enumerate(order):
-                log = os.path.join(tmp, f"wake-{mode}-{rep}-{i}.log")
+                log = os.path.join(tmp, f"wake-{path}-{rep}-{i}.log")
                 if os.path.exists(log):
                     os.unlink(log)
-                cmd = wake_cmd(a, setup, mode, log)
+                cmd = wake_cmd(a, setup, path, mode, log)
                 if mode == "echo":
                     s, note, r = echo_timed(a, cmd)
                 else:
                     s, note, r = guest_timed(a, cmd)
                 full = count_from_full(log) if setup.sysidle else None
-                runs.setdefault((path, setup.name), []).append(
-                    (s, note, full, r.cpu_s, r.wall_s))
+                if path != "mixed":
+                    runs.setdefault((path, setup.name), []).append(
+                        (s, note, full, r.cpu_s, r.wall_s))
+                else:
+                    # samples alternate long, short; the run's CPU and
+                    # wall time split by the wake-ups (per wake-up: both)
+                    for k, part in enumerate(("mixed-long", "mixed-short")):
+                        runs.setdefault((part, setup.name), []).append(
+                            (s[k::2] if s else s, note,
+                             None if full is None or k else full,
+                             r.cpu_s / 2, r.wall_s / 2))
                 med = statistics.median(s) if s else None
                 print(f"# wake run {rep + 1}/{a.repeat} {path:6s} "
                       f"{setup.name:11s} {note:4s} median={med} ns "
@@ -370,7 +296,7 @@ def wake(a, tmp):
                       + (f" from_full={full}" if full is not None else ""),
                       file=sys.stderr, flush=True)
     rows = []
-    for path, _ in PATHS:
+    for path in rows_of:
         for setup in setups:
             rs = runs.get((path, setup.name), [])
             good = [x for x in rs if x[0]]
@@ -387,6 +313,8 @@ def wake(a, tmp):
                          "samples": len(allv),
                          "from_full": sum(full) if full else None,
                          "timed_by": "host" if path == "serial" else "guest",
+                         "short_us": a.short_us if path.startswith("mixed")
+                         else None,
                          "min_ns": allv[0] if allv else None,
                          "p50_ns": pct(allv, 50), "p99_ns": pct(allv, 99),
                          "max_ns": allv[-1] if allv else None,
@@ -441,11 +369,15 @@ def print_table(a, det, wk):
                 return "-"
             return f"{fmt(d['median'])} [{fmt(d['min'])}..{fmt(d['max'])}]"
         w = max([11] + [len(r["setup"]) for r in wk])
+        pw = max([6] + [len(r["path"]) for r in wk])
         load = f", {a.load} busy loops running" if a.load else ""
         print(f"wake latency from full idle, 2 vCPUs, hz={a.hz}, gap "
-              f"{a.delay_us} us, {a.rounds} rounds x {a.repeat} runs{load}; "
+              f"{a.delay_us} us"
+              + (f" (mixed: every other {a.short_us} us)"
+                 if "mixed" in a.paths else "") +
+              f", {a.rounds} rounds x {a.repeat} runs{load}; "
               "us")
-        print(f"{'path':6s} {'setup':{w}s} {'timed':5s} {'n':>5s} "
+        print(f"{'path':{pw}s} {'setup':{w}s} {'timed':5s} {'n':>5s} "
               f"{'from full':>9s} {'p50':>7s} {'p99':>7s} {'max':>8s} "
               f"{'run p50 med [min..max]':>24s} {'run p99 med [min..max]':>24s} "
               f"{'p50 x':>5s} {'p99 x':>5s} {'p50 q':>5s} {'p99 q':>5s} "
@@ -457,7 +389,7 @@ def print_table(a, det, wk):
                 f"{r['cpu_us_per_wake']:.1f}"
             cs = "-" if r["cpu_ms_per_s"] is None else \
                 f"{r['cpu_ms_per_s']:.1f}"
-            print(f"{r['path']:6s} {r['setup']:{w}s} {r['timed_by']:5s} "
+            print(f"{r['path']:{pw}s} {r['setup']:{w}s} {r['timed_by']:5s} "
                   f"{r['samples']:5d} {ff:>9s} "
                   f"{fmt(r['p50_ns']):>7s} {fmt(r['p99_ns']):>7s} "
                   f"{fmt(r['max_ns']):>8s} "
@@ -475,39 +407,6 @@ def print_table(a, det, wk):
               f"goal <= 1.10 at p50 and p99; cpu: user+sys of the VMM "
               f"process (boot included) per wake-up and per second of wall "
               f"time")
-
-
-def kill_live():
-    """Each guest runs in its own session: nothing else would stop it."""
-    for r in list(LIVE):
-        try:
-            os.killpg(r.p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        r.p.wait()
-    LIVE.clear()
-
-
-LOAD = []  # the --load busy loops
-
-
-def start_load(n):
-    for _ in range(n):
-        LOAD.append(subprocess.Popen(
-            [sys.executable, "-c", "while True: pass"],
-            stdin=subprocess.DEVNULL, start_new_session=True))
-
-
-def stop_load():
-    for p in LOAD:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
-    LOAD.clear()
-
-
 
 
 def main():
@@ -541,6 +440,11 @@ def measure_all():
     ap.add_argument("--delay-us", type=int, default=DEFAULT_DELAY_US,
                     help=f"gap before each wake-up, us ({DEFAULT_DELAY_US}; "
                     "long enough for --sysidle to reach FULL_NOTED)")
+    ap.add_argument("--paths", default=DEFAULT_PATHS,
+                    help=f"wake paths to run ({DEFAULT_PATHS}; also mixed)")
+    ap.add_argument("--short-us", type=int, default=DEFAULT_SHORT_US,
+                    help=f"the short gap of the mixed path, us "
+                    f"({DEFAULT_SHORT_US})")
     ap.add_argument("--hz", type=int, default=250,
                     help="guest pv tick in the wake runs (250; 0: none)")
     ap.add_argument("--repeat", type=int, default=None,
@@ -577,6 +481,13 @@ def measure_all():
     except ValueError as e:
         ap.error(str(e))
     a.setups = [s for s in a.setups.split(",") if s]
+    a.paths = [s for s in a.paths.split(",") if s]
+    known = [p for p, _ in PATHS]
+    if not a.paths or any(p not in known for p in a.paths):
+        ap.error(f"--paths {','.join(a.paths)}: choose among "
+                 f"{','.join(known)}")
+    if a.short_us < 1 or a.short_us >= a.delay_us:
+        ap.error("--short-us: 1 up to below --delay-us")
     if (a.wakes < 1 or (a.repeat is not None and a.repeat < 1) or
             a.timeout <= 0 or a.spacing <= 0 or
             not 1 <= a.rounds <= 4096 or a.delay_us < 1 or a.hz < 0 or

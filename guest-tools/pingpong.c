@@ -28,7 +28,9 @@
  *   mode=sleep delay_us=D (50000): CPU 0 arms its LAPIC timer for D us
  *     (TSC-deadline mode when CPUID has it, else one-shot with the deadline
  *     taken just after the arming write) and halts, every other CPU halted;
- *     latency = handler TSC - deadline TSC.
+ *     latency = handler TSC - deadline TSC. short_us=S (0: none): every
+ *     odd round sleeps S us instead (a VM that alternates long idle
+ *     stretches with short sleeps; the samples alternate likewise).
  *   mode=ipiwake delay_us=D (50000), 2 CPUs: CPU 1 arms its own timer for
  *     D us and halts, CPU 0 halts; CPU 1's timer handler stamps the TSC and
  *     sends a fixed IPI to CPU 0, whose handler stamps it again; latency =
@@ -240,6 +242,7 @@ static void print_wake_stats(const char *mode, u32 n)
 static __attribute__((noreturn)) void wake_modes(const char *mode, u32 rounds)
 {
 	u64 delay_ns = cmdline_u64("delay_us", 50000) * 1000u;
+	u64 short_ns = cmdline_u64("short_us", 0) * 1000u;
 	u32 hz = (u32)cmdline_u64("hz", 0);
 	bool ipiwake = !strncmp(mode, "ipiwake", 8), echo = !strncmp(mode, "echo", 5);
 	u32 a, b, c, d, n = 0, up = 1;
@@ -256,8 +259,9 @@ static __attribute__((noreturn)) void wake_modes(const char *mode, u32 rounds)
 		tick_start(hz);
 	else if (hz)
 		hz = 0; /* a LAPIC tick would own CPU 0's timer */
-	printf("# pingpong: mode=%s rounds=%u delay_us=%llu hz=%u tick=%s cpus=%u %s %s\n", mode,
-	       rounds, (unsigned long long)(delay_ns / 1000u), hz, tick_kind_name(), up,
+	printf("# pingpong: mode=%s rounds=%u delay_us=%llu short_us=%llu hz=%u tick=%s cpus=%u %s %s\n",
+	       mode, rounds, (unsigned long long)(delay_ns / 1000u),
+	       (unsigned long long)(short_ns / 1000u), hz, tick_kind_name(), up,
 	       apic_x2 ? "x2apic" : "xapic", have_tsc_deadline ? "tsc-deadline" : "one-shot");
 	irq_set_handler(VEC_WAKE1, h_wake1);
 	irq_set_handler(VEC_SERIAL, h_echo);
@@ -292,10 +296,11 @@ static __attribute__((noreturn)) void wake_modes(const char *mode, u32 rounds)
 			samples[n] = t_handler - t_wake1;
 		} else {
 			u32 h = timer_hits;
+			u64 d = short_ns && (i & 1) ? short_ns : delay_ns;
 
 			irq_disable();
-			dl = arm_timer(VEC_TIMER, rdtsc() + ns_to_tsc(delay_ns));
-			if (!halt_until_ns(&timer_hits, h + 1, delay_ns + 1000000000ull))
+			dl = arm_timer(VEC_TIMER, rdtsc() + ns_to_tsc(d));
+			if (!halt_until_ns(&timer_hits, h + 1, d + 1000000000ull))
 				break;
 			samples[n] = t_handler > dl ? t_handler - dl : 0;
 		}

@@ -83,6 +83,34 @@ def test_timer_self(tmp):
                   "deadlines (%d us in all)" % (spun // 1000), detail)
 
 
+def test_advance_classes(tmp):
+    """mode=sleep alternating 20 ms and 0.2 ms: the timer advance is
+    learned apart for each decade of the sleep. The waits it ended fall
+    in the class of their sleep (3: 10 ms and up; 1: 0.1 to 1 ms), a
+    class no wait learned from keeps no lead, none exceeds the maximum,
+    and no timer is delivered early. (What each lead comes to is the
+    host's lateness: the benchmark's, bench/latency.py --paths mixed.)"""
+    rounds, mx = 40, 200000
+    app = "mode=sleep rounds=%d delay_us=20000 short_us=200 hz=0" % rounds
+    s, samples, detail = pingpong(tmp, "classes", app,
+                                  ["--timer-advance-ns", str(mx)])
+    if not s:
+        check(False, "mode=sleep short_us=200: exit 0 with samples", detail)
+        return
+    v = s["vcpus"][0]
+    lead, wakes = v["timer_advance_ns"], v["timer_advance_wakes"]
+    # most waits begin well within the sleep (an exit's handling apart)
+    check(len(lead) == len(wakes) == 4 and
+          s["wake_path"]["timer_advance_class0_ns"] == 100000 and
+          wakes[3] >= rounds // 4 and wakes[1] >= rounds // 4 and
+          all(ld == 0 for ld, w in zip(lead, wakes) if not w) and
+          all(ld <= mx for ld in lead) and
+          len(samples) == rounds and min(samples) > 0,
+          "--timer-advance-ns %d, 20 ms and 0.2 ms sleeps in turn: waits "
+          "ended by the advance per class %s, leads %s ns; none early"
+          % (mx, wakes, lead), detail)
+
+
 def test_timer_entry(tmp):
     """mode=timer: the shortest one-shot (initial count 1), armed by the
     vCPU's own exit: served before its next KVM_RUN, not handed over."""
@@ -249,6 +277,7 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         test_timer_self(tmp)
+        test_advance_classes(tmp)
         test_timer_entry(tmp)
         test_halt_poll(tmp)
         test_wake_from_full(tmp)

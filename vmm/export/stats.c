@@ -49,7 +49,7 @@ static void add_u64(struct json_object *o, const char *key, uint64_t v)
 static struct json_object *stats_vcpu(struct vcpu *v)
 {
 	struct json_object *o = json_object_new_object();
-	struct json_object *exits = json_object_new_object();
+	struct json_object *exits = json_object_new_object(), *adv, *wakes;
 	struct pvtick_status pv;
 	char name[32];
 	uint64_t total = 0;
@@ -80,6 +80,16 @@ static struct json_object *stats_vcpu(struct vcpu *v)
 	add_u64(o, "halt_poll_preempted", v->stats.halt_poll_preempted);
 	add_u64(o, "timer_self_fired", v->stats.timer_self_fired);
 	add_u64(o, "timer_spin_ns", v->stats.timer_spin_ns);
+	adv = json_object_new_array();
+	wakes = json_object_new_array();
+	for (unsigned int c = 0; c < TIMER_ADVANCE_CLASSES; c++) {
+		json_object_array_add(adv, json_object_new_uint64(
+			v->advance_ns[c]));
+		json_object_array_add(wakes, json_object_new_uint64(
+			v->stats.timer_advance_wakes[c]));
+	}
+	json_object_object_add(o, "timer_advance_ns", adv);
+	json_object_object_add(o, "timer_advance_wakes", wakes);
 	idle_vcpu_pvtick(v, &pv);
 	add_u64(o, "pvtick_hz", pv.hz);
 	add_u64(o, "pvtick_delivered", pv.delivered);
@@ -212,6 +222,7 @@ static struct json_object *stats_wake_path(const struct vm *vm)
 		c && c->timers_on_housekeeping ? "housekeeping" : "self"));
 	add_u64(o, "halt_poll_max_ns", c ? c->halt_poll_max_ns : 0);
 	add_u64(o, "timer_advance_max_ns", c ? c->timer_advance_max_ns : 0);
+	add_u64(o, "timer_advance_class0_ns", TIMER_ADVANCE_CLASS0_NS);
 	add_u64(o, "sched_slice_ns", sched_slice_configured());
 	return o;
 }

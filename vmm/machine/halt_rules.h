@@ -5,7 +5,8 @@
  * moves (virt/kvm/kvm_main.c, grow_halt_poll_ns / shrink_halt_poll_ns:
  * grow 2 from 10 us, shrink 2), and the timer advance after a timed wake,
  * as KVM's lapic_timer_advance_ns (an eighth of the error, kept within
- * 0..max here). Checked against KVM's rule by halt-rules-unit.
+ * 0..max here), one per decade of the sleep (timer_advance_class).
+ * Checked against KVM's rule by halt-rules-unit.
  */
 #ifndef VMM_MACHINE_HALT_RULES_H
 #define VMM_MACHINE_HALT_RULES_H
@@ -38,6 +39,30 @@ static inline uint64_t halt_poll_next(uint64_t cur, uint64_t halt_ns,
 		return cur > max ? max : cur;
 	}
 	return cur;
+}
+
+/*
+ * The timer advance is learned apart for each decade of the sleep it
+ * ends: how late a host wakes a thread grows with how long its CPU slept
+ * (a deeper idle state; a hypervisor below that stopped polling for it),
+ * on these hosts from about 25 us after 0.2 ms to about 75 us after 10 ms.
+ * One lead for all would be too long for the short sleeps of a busy VM
+ * (CPU spun for nothing) and too short for a wake from full idle, which
+ * comes only after the VM has been idle for milliseconds (the last two
+ * classes). A class is picked by the sleep ahead when the wait begins
+ * (its deadline - now) and learns from the wakes of that class only.
+ */
+#define TIMER_ADVANCE_CLASSES 4
+#define TIMER_ADVANCE_CLASS0_NS 100000ull /* class 0: sleeps below this */
+
+static inline unsigned int timer_advance_class(uint64_t sleep_ns)
+{
+	unsigned int c = 0;
+
+	for (uint64_t b = TIMER_ADVANCE_CLASS0_NS;
+	     c < TIMER_ADVANCE_CLASSES - 1 && sleep_ns >= b; b *= 10)
+		c++;
+	return c;
 }
 
 /* The lead after a wake that came @err_ns after the deadline (< 0:

@@ -7,7 +7,9 @@
  *    serves it again once the vCPU runs (lapic_timer_wait_end).
  *  - Timer advance (--timer-advance-ns): the wait ends a little before
  *    the deadline and the thread spins to it, the lead tuned to how late
- *    its wake-ups come (as KVM's lapic_timer_advance_ns). A deadline the
+ *    its wake-ups come (as KVM's lapic_timer_advance_ns), apart for each
+ *    decade of the sleep (a wake from full idle is later than one from a
+ *    short sleep: halt_rules.h timer_advance_class). A deadline the
  *    thread arms itself a few microseconds on is served before its next
  *    KVM_RUN (vcpu_timer_entry).
  *  - Halt polling (--halt-poll-ns): before blocking, the thread watches
@@ -76,12 +78,14 @@ static uint64_t spin_until(struct vcpu *v, uint64_t until_ns, unsigned int seq,
 	return now;
 }
 
-/* The wake came @err_ns after the deadline (< 0: before): the lead moves
- * by an eighth of the error, within 0..--timer-advance-ns. */
-static void advance_adjust(struct vcpu *v, int64_t err_ns)
+/* A wait of class @cls ended by its advance, @err_ns after the deadline
+ * (< 0: before): that class's lead moves by an eighth of the error,
+ * within 0..--timer-advance-ns. */
+static void advance_adjust(struct vcpu *v, unsigned int cls, int64_t err_ns)
 {
-	v->advance_ns = timer_advance_next(v->advance_ns, err_ns,
-					   cfg_of(v)->timer_advance_max_ns);
+	v->stats.timer_advance_wakes[cls]++;
+	v->advance_ns[cls] = timer_advance_next(v->advance_ns[cls], err_ns,
+						cfg_of(v)->timer_advance_max_ns);
 }
 
 /* The lock again after a spin: its holder is most likely the thread that
@@ -113,8 +117,8 @@ static struct timespec ns_to_timespec(uint64_t ns)
  */
 static void halt_block(struct vcpu *v)
 {
-	uint64_t dl = lapic_timer_wait_deadline(v), now, start, wake_at;
-	unsigned int seq;
+	uint64_t dl = lapic_timer_wait_deadline(v), now, start, wake_at, lead;
+	unsigned int seq, cls;
 	struct timespec ts;
 
 	if (!dl) {
@@ -122,7 +126,9 @@ static void halt_block(struct vcpu *v)
 		return;
 	}
 	now = now_ns();
-	wake_at = dl > v->advance_ns ? dl - v->advance_ns : 0;
+	cls = timer_advance_class(dl > now ? dl - now : 0);
+	lead = v->advance_ns[cls];
+	wake_at = dl > lead ? dl - lead : 0;
 	if (now < wake_at) {
 		ts = ns_to_timespec(wake_at);
 		if (pthread_cond_timedwait(&v->wake, &v->lock, &ts) != ETIMEDOUT)
@@ -130,7 +136,7 @@ static void halt_block(struct vcpu *v)
 		now = now_ns();
 		if (lapic_timer_wait_deadline(v) != dl)
 			return;
-		advance_adjust(v, (int64_t)(now - dl));
+		advance_adjust(v, cls, (int64_t)(now - dl));
 	}
 	if (now < dl) {
 		/* relaxed: the lock is held, nothing can be posted before

@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "base/time.h"
 #include "machine/devices/lapic.h"
+#include "machine/halt_rules.h"
 
 #define VMM_MAX_CPUS 1024
 #define container_of(p, type, member) \
@@ -52,6 +53,9 @@ struct vcpu_stats {
 				     * vCPU's own thread (in HLT or before
 				     * KVM_RUN), not the housekeeping thread */
 	uint64_t timer_spin_ns;     /* spun to a timer's deadline (advance) */
+	/* waits ended by their timer advance (the lead learned from them),
+	 * by class of the sleep (halt_rules.h timer_advance_class) */
+	uint64_t timer_advance_wakes[TIMER_ADVANCE_CLASSES];
 };
 
 struct vm;
@@ -90,9 +94,9 @@ struct vcpu {
 	int tid; /* the vCPU thread's host TID, set when it starts */
 	uint64_t wake_posted_run_ns; /* a wake-up not yet timed (stats) */
 	/* vcpu_halt.c, this vCPU's thread only: the adaptive halt-polling
-	 * window and timer advance (0..their --halt-poll-ns and
-	 * --timer-advance-ns maxima). */
-	uint64_t poll_ns, advance_ns;
+	 * window and timer advance, one per class of sleep (0..their
+	 * --halt-poll-ns and --timer-advance-ns maxima). */
+	uint64_t poll_ns, advance_ns[TIMER_ADVANCE_CLASSES];
 	/* run->s.regs.events is what KVM stored at the last KVM_RUN's return
 	 * (vm->sync_events), not outdated by a state set since: an interrupt
 	 * goes in through it, no KVM_INTERRUPT. This thread only. */

@@ -131,6 +131,49 @@ START_TEST(test_advance)
 }
 END_TEST
 
+/* One lead per decade of the sleep, each learning from its own wakes. */
+START_TEST(test_advance_classes)
+{
+	const uint64_t max = 100000;
+	/* a host that wakes a thread 25 us late after 0.2 ms, 75 us late
+	 * after 20 ms: a VM that alternates the two */
+	const uint64_t sleep_ns[2] = { 200000, 20000000 };
+	const int64_t late_ns[2] = { 25000, 75000 };
+	uint64_t lead[TIMER_ADVANCE_CLASSES] = { 0 }, one = 0;
+
+	ck_assert_uint_eq(timer_advance_class(0), 0);
+	ck_assert_uint_eq(timer_advance_class(99999), 0);
+	ck_assert_uint_eq(timer_advance_class(100000), 1);
+	ck_assert_uint_eq(timer_advance_class(999999), 1);
+	ck_assert_uint_eq(timer_advance_class(1000000), 2);
+	ck_assert_uint_eq(timer_advance_class(9999999), 2);
+	ck_assert_uint_eq(timer_advance_class(10000000), 3);
+	ck_assert_uint_eq(timer_advance_class(UINT64_MAX), 3);
+	for (int i = 0; i < 200; i++) {
+		int k = i & 1;
+		unsigned int c = timer_advance_class(sleep_ns[k]);
+
+		/* woken late_ns after (deadline - lead): the error is
+		 * late_ns - lead */
+		lead[c] = timer_advance_next(lead[c], late_ns[k] -
+					     (int64_t)lead[c], max);
+		one = timer_advance_next(one, late_ns[k] - (int64_t)one, max);
+	}
+	/* each class reaches its own host's lateness ... */
+	ck_assert_uint_ge(lead[1], 24990);
+	ck_assert_uint_le(lead[1], 25000);
+	ck_assert_uint_ge(lead[3], 74990);
+	ck_assert_uint_le(lead[3], 75000);
+	/* ... the classes with no wake keep none */
+	ck_assert_uint_eq(lead[0], 0);
+	ck_assert_uint_eq(lead[2], 0);
+	/* where one lead for both swings between them: ~22 us too long for
+	 * the short sleeps (spun), ~22 us too short for the long ones */
+	ck_assert_uint_gt(one, 40000);
+	ck_assert_uint_lt(one, 60000);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("halt_rules");
@@ -141,6 +184,7 @@ int main(void)
 	tcase_add_test(tc, test_poll_grows_and_shrinks);
 	tcase_add_test(tc, test_poll_matches_kvm);
 	tcase_add_test(tc, test_advance);
+	tcase_add_test(tc, test_advance_classes);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
