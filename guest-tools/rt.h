@@ -141,6 +141,8 @@ struct percpu {
 	volatile u32 cnt_nmi, cnt_timer, cnt_pending, cnt_call;
 	volatile u64 timer_tsc;
 	volatile u32 pend_isr_in_handler, pend_irr_in_handler;
+	volatile u64 pv_eoi;    /* KVM's PV EOI flag word (bit 0: pending) */
+	volatile u32 pv_eois;   /* EOIs this CPU made through it */
 } __attribute__((aligned(64)));
 extern struct percpu percpus[MAX_CPUS];
 extern u32 nr_cpus;        /* from fw_cfg FW_CFG_NB_CPUS */
@@ -155,7 +157,11 @@ void percpu_setup(u32 index); /* sets GS base on the calling CPU */
 
 /* ---- apic.c: xAPIC (MMIO) and x2APIC (MSR) behind one interface ---- */
 extern bool apic_x2; /* the chosen mode, for all CPUs */
-void apic_choose_mode(void); /* BSP, from apic= and CPUID */
+/* KVM's PV EOI (guest_abi.h MSR_KVM_PV_EOI) when the hypervisor has it,
+ * unless pveoi=0: every CPU's EOI clears its flag instead of an APIC write
+ * where the hypervisor set it */
+extern bool apic_pv_eoi;
+void apic_choose_mode(void); /* BSP, from apic=, pveoi= and CPUID */
 void apic_cpu_init(void);    /* every CPU: switch mode, enable, mask LVTs */
 u32 apic_read(u32 reg);
 void apic_write(u32 reg, u32 v);

@@ -87,6 +87,7 @@ static void check_cpuid(void)
 	check(ours || kvm, "cpuid: hypervisor leaf 0x%x: \"%s\", max leaf 0x%x", CPUID_HV_BASE,
 	      sig, a);
 	hv_sysidle = ours;
+	printf("# kvm pv eoi: %s\n", apic_pv_eoi ? "on" : "off");
 	if (ours) {
 		cpuid(CPUID_HV_FEATURES, 0, &a, &b, &c, &d);
 		printf("# sysidle features 0x%x\n", a);
@@ -245,6 +246,7 @@ static void cpu_checks(void *arg)
 	/* IRR, TPR masking, ISR in the handler, EOI */
 	{
 		bool irr, isr, blocked, done;
+		u32 pv0 = p->pv_eois;
 
 		irq_disable();
 		p->cnt_pending = 0;
@@ -262,6 +264,10 @@ static void cpu_checks(void *arg)
 		      "cpu%u: lapic irr set while pending (%d), held by tpr (%d), delivered at "
 		      "tpr 0 (%d), irr clear in handler, isr clear after eoi",
 		      cpu, irr, blocked, done);
+		if (apic_pv_eoi && hv_sysidle)
+			check(p->pv_eois > pv0 && !apic_isr_bit(VEC_PENDING),
+			      "cpu%u: kvm pv eoi: the interrupt ended by clearing the flag, "
+			      "its isr bit clear at the next exit", cpu);
 		if (p->pend_isr_in_handler || hv_sysidle)
 			check(p->pend_isr_in_handler, "cpu%u: lapic isr bit set in the handler", cpu);
 		else

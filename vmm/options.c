@@ -55,11 +55,13 @@ static const char usage_text[] =
 "                     \"KERNEL CMDLINE\", as QEMU and GRUB pass it)\n"
 "  --module FILE      load FILE as a multiboot module (repeatable)\n"
 "  --cpu FLAGS        CPU features the guest sees: comma-separated +FEATURE\n"
-"                     or -FEATURE, FEATURE x2apic or tsc-deadline (both on\n"
-"                     by default). -x2apic: CPUID.1:ECX.x2APIC clear and\n"
-"                     IA32_APIC_BASE.EXTD reserved (#GP); -tsc-deadline:\n"
-"                     CPUID.1:ECX.TSC_DEADLINE clear, no TSC-deadline timer\n"
-"                     mode, IA32_TSC_DEADLINE #GP\n"
+"                     or -FEATURE, FEATURE x2apic, tsc-deadline or pv-eoi\n"
+"                     (all on by default). -x2apic: CPUID.1:ECX.x2APIC\n"
+"                     clear and IA32_APIC_BASE.EXTD reserved (#GP);\n"
+"                     -tsc-deadline: CPUID.1:ECX.TSC_DEADLINE clear, no\n"
+"                     TSC-deadline timer mode, IA32_TSC_DEADLINE #GP;\n"
+"                     -pv-eoi: no KVM signature at CPUID 0x40000100 and no\n"
+"                     PV EOI (MSR 0x4b564d04 #GP), every EOI an exit\n"
 "  --device NAME      add an opt-in device (repeatable); NAME is one of:\n"
 "                     pc-testdev  QEMU's test device for kvm-unit-tests:\n"
 "                     scratch ports 0xe0 and 0xe8, page flush 0xe4, ISA\n"
@@ -427,7 +429,7 @@ int parse_options(int argc, char **argv, struct vm_options *o)
 					sizeof(bad)))
 				return usage_error("--cpu: '%s': expected "
 						   "+FEATURE or -FEATURE, FEATURE "
-						   "x2apic or tsc-deadline", bad);
+						   "x2apic, tsc-deadline or pv-eoi", bad);
 			break;
 		case 's':
 			o->stats_json = optarg;

@@ -86,6 +86,32 @@
 #define MSR_SYSIDLE_PVTICK_MISSED 0x53490002u
 #define SYSIDLE_PVTICK_MAX_HZ 10000u
 
+/*
+ * KVM's paravirtual EOI, KVM's own ABI (Linux's
+ * Documentation/virt/kvm/x86/cpuid.rst and msr.rst), offered at the next
+ * hypervisor leaf range, where guests that know KVM look for it (Linux
+ * scans 0x40000000..0x4000ff00 for the signature); --cpu -pv-eoi takes it
+ * away. A vCPU writes the guest physical address of a flag word (4-byte
+ * aligned, in RAM), ORed with 1 (enable), to MSR_KVM_PV_EOI; 0 turns it
+ * off, and INIT does too. Bit 0 of the word's first byte set means: the
+ * interrupt in service may be ended by clearing that bit with one
+ * instruction (btr) instead of an EOI write. The VMM sets it as the vCPU
+ * enters the guest, only when the one interrupt in service has nothing
+ * else to do at its EOI (edge-triggered, nothing pending behind it) and
+ * takes it back at the next exit, performing the EOI there if the guest
+ * cleared it. Fewer exits per interrupt; the EOI itself is seen by the VMM
+ * at the next exit instead of at once.
+ */
+#define CPUID_KVM_PV_BASE 0x40000100u /* EAX max leaf, EBX:ECX:EDX "KVMKVMKVM\0\0\0" */
+#define CPUID_KVM_PV_FEATURES 0x40000101u /* EAX: KVM_PV_F_* bits */
+#define KVM_PV_SIGNATURE_EBX 0x4b4d564bu /* "KVMK" */
+#define KVM_PV_SIGNATURE_ECX 0x564b4d56u /* "VMKV" */
+#define KVM_PV_SIGNATURE_EDX 0x0000004du /* "M\0\0\0" */
+#define KVM_PV_F_EOI (1u << 6) /* KVM_FEATURE_PV_EOI */
+#define MSR_KVM_PV_EOI 0x4b564d04u /* MSR_KVM_PV_EOI_EN */
+#define KVM_PV_EOI_ENABLE 1u
+#define KVM_PV_EOI_PENDING 1u /* bit 0 of the flag */
+
 /* Local APIC (both modes). x2APIC MSR = 0x800 + (xAPIC offset >> 4). */
 #define MSR_IA32_APIC_BASE 0x1b
 #define MSR_IA32_TSC_DEADLINE 0x6e0

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """The wake path's mechanisms, each on and off: a halted vCPU serves its own
 LAPIC timer (--vcpu-timers), halt polling (--halt-poll-ns), timer advance
-(--timer-advance-ns), the short scheduler slice (--sched-slice-us) and
-interrupts injected with KVM_RUN (--interrupt-injection). Each is checked
+(--timer-advance-ns), the short scheduler slice (--sched-slice-us),
+interrupts injected with KVM_RUN (--interrupt-injection) and KVM's PV EOI
+(--cpu -pv-eoi). Each is checked
 by what it changes (the VMM's --stats-json counters, the kernel's view of
 the threads), never by a time; and no timer may fire early. The options'
 errors.
@@ -163,6 +164,30 @@ def test_halt_poll(tmp):
               "%d interrupts injected" % (inj, got, injected), detail)
 
 
+def test_pv_eoi(tmp):
+    """mode=ipi with KVM's PV EOI (on by default) and with --cpu -pv-eoi:
+    each handler ends its interrupt by clearing its flag, not by an EOI
+    write (an MSR exit here), so the run makes about one WRMSR exit less
+    per interrupt; every IPI is answered either way."""
+    rounds = 300
+    app = "mode=ipi rounds=%d" % rounds
+    got = {}
+    for name, extra in (("on", []), ("off", ["--cpu", "-pv-eoi"])):
+        s, samples, detail = pingpong(tmp, "pveoi-" + name, app, extra,
+                                      cpus=2)
+        got[name] = (s is not None and len(samples) == rounds,
+                     vsum(s, "pv_eois") if s else -1,
+                     sum(v["exits"].get("wrmsr", 0) for v in s["vcpus"])
+                     if s else -1, detail)
+    (ok_on, pv_on, wr_on, d_on), (ok_off, pv_off, wr_off, _) = \
+        got["on"], got["off"]
+    check(ok_on and ok_off and pv_on >= rounds and pv_off == 0 and
+          wr_off - wr_on >= rounds,
+          "mode=ipi, %d round trips: %d EOIs by the PV EOI flag, %d WRMSR "
+          "exits; --cpu -pv-eoi: %d, %d WRMSR exits; every IPI answered"
+          % (rounds, pv_on, wr_on, pv_off, wr_off), d_on)
+
+
 def test_wake_from_full(tmp):
     """mode=ipiwake under --sysidle, every wake-up from full idle: CPU 1's
     timer wakes it, it IPIs CPU 0 and both halt again within a fraction of
@@ -280,6 +305,7 @@ def main():
         test_advance_classes(tmp)
         test_timer_entry(tmp)
         test_halt_poll(tmp)
+        test_pv_eoi(tmp)
         test_wake_from_full(tmp)
     test_sched_slice()
     test_idle_stays_free()

@@ -80,6 +80,7 @@ static struct json_object *stats_vcpu(struct vcpu *v)
 	add_u64(o, "halt_poll_preempted", v->stats.halt_poll_preempted);
 	add_u64(o, "timer_self_fired", v->stats.timer_self_fired);
 	add_u64(o, "timer_spin_ns", v->stats.timer_spin_ns);
+	add_u64(o, "pv_eois", v->stats.pv_eois);
 	adv = json_object_new_array();
 	wakes = json_object_new_array();
 	for (unsigned int c = 0; c < TIMER_ADVANCE_CLASSES; c++) {

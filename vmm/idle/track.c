@@ -189,6 +189,17 @@ static bool idle_may_poll(struct vcpu *v)
 	return sysidle_state(idle.s) == SYSIDLE_NOT;
 }
 
+/* Lock held: a woken vCPU whose pv tick is still to be armed, or whose
+ * housekeeping kick is held back, both done at its next exit (tick.c
+ * idle_kick_due): that exit must come, at the latest at the EOI of the
+ * interrupt that woke it (guest_abi.h), so no paravirtual EOI before. */
+static bool idle_exit_wanted(struct vcpu *v)
+{
+	const struct idle_vcpu *iv = idle_vcpu(v);
+
+	return iv->tick_unarmed || iv->kick_due_ns;
+}
+
 const struct vcpu_idle_ops idle_vcpu_ops = {
 	.halt = idle_halt,
 	.wake = idle_wake,
@@ -197,4 +208,5 @@ const struct vcpu_idle_ops idle_vcpu_ops = {
 	.inject = tk_inject,
 	.run_done = idle_kick_due,
 	.may_poll = idle_may_poll,
+	.exit_wanted = idle_exit_wanted,
 };

@@ -2,7 +2,8 @@
 /*
  * CPUID: what the host's KVM supports, plus x2APIC and TSC-deadline (unless
  * --cpu takes them away), the vCPU's APIC ID, and this VMM's hypervisor
- * leaves in place of KVM's. CPUID.1:EDX.APIC is KVM's to keep: it follows
+ * leaves in place of KVM's (and, at the next range, a KVM signature with
+ * the PV EOI feature only: guest_abi.h). CPUID.1:EDX.APIC is KVM's to keep: it follows
  * IA32_APIC_BASE.EN, which the local APIC mirrors into KVM.
  */
 #include <errno.h>
@@ -41,6 +42,7 @@ static const struct {
 } cpu_flags[] = {
 	{ "x2apic", CPU_F_X2APIC },
 	{ "tsc-deadline", CPU_F_TSC_DEADLINE },
+	{ "pv-eoi", CPU_F_PV_EOI },
 };
 
 /* The cpu_flags bit named by @name (@len bytes), or 0. */
@@ -111,6 +113,14 @@ static void cpuid_hv_leaves(struct vcpu *v, struct kvm_cpuid2 *c)
 		.eax = v->lapic.tsc_khz,
 		.ebx = (uint32_t)(GUEST_APIC_TIMER_HZ / 1000) };
 	c->nent += 3;
+	if (!vm_cpu_has(v->vm, CPU_F_PV_EOI))
+		return;
+	e[3] = (struct kvm_cpuid_entry2){ .function = CPUID_KVM_PV_BASE,
+		.eax = CPUID_KVM_PV_FEATURES, .ebx = KVM_PV_SIGNATURE_EBX,
+		.ecx = KVM_PV_SIGNATURE_ECX, .edx = KVM_PV_SIGNATURE_EDX };
+	e[4] = (struct kvm_cpuid_entry2){ .function = CPUID_KVM_PV_FEATURES,
+		.eax = KVM_PV_F_EOI };
+	c->nent += 2;
 }
 
 /* Caller: @v's fd exists and v->lapic.tsc_khz is known. */
@@ -120,7 +130,7 @@ int cpuid_setup(struct vcpu *v)
 
 	if (!host_cpuid && cpuid_host(v->vm))
 		return -1;
-	c = calloc(1, sizeof(*c) + (host_cpuid->nent + 3) * sizeof(c->entries[0]));
+	c = calloc(1, sizeof(*c) + (host_cpuid->nent + 5) * sizeof(c->entries[0]));
 	if (!c)
 		return vmm_fail(VMM_EXIT_KVM, "out of memory");
 	for (uint32_t i = 0; i < host_cpuid->nent; i++) {

@@ -2,8 +2,8 @@
 /*
  * MSR exits. KVM hands us the MSRs it cannot handle (INVAL, UNKNOWN: the
  * x2APIC range among them, since there is no in-kernel APIC) and those the
- * filter denies (FILTER: APIC_BASE and TSC_DEADLINE, which KVM would
- * otherwise swallow). The APIC ones go to the lapic, ranges registered by
+ * filter denies (FILTER: APIC_BASE, TSC_DEADLINE and KVM's PV EOI, which
+ * KVM would otherwise swallow). The APIC ones go to the lapic, ranges registered by
  * higher layers (the paravirtual tick's MSR_SYSIDLE_PVTICK_*, unknown to
  * KVM) to their handlers; the rest raise #GP.
  */
@@ -48,6 +48,10 @@ int msr_vm_setup(struct vm *vm)
 			  .bitmap = &deny },
 			{ .flags = KVM_MSR_FILTER_READ | KVM_MSR_FILTER_WRITE,
 			  .nmsrs = 1, .base = MSR_IA32_TSC_DEADLINE,
+			  .bitmap = &deny },
+			/* KVM keeps it for its own LAPIC, which there is not */
+			{ .flags = KVM_MSR_FILTER_READ | KVM_MSR_FILTER_WRITE,
+			  .nmsrs = 1, .base = MSR_KVM_PV_EOI,
 			  .bitmap = &deny },
 		},
 	};
@@ -95,6 +99,7 @@ static void msr_log_unknown(uint32_t index, bool is_write)
 static bool msr_is_lapic(uint32_t index)
 {
 	return index == MSR_IA32_APIC_BASE || index == MSR_IA32_TSC_DEADLINE ||
+	       index == MSR_KVM_PV_EOI ||
 	       (index >= MSR_X2APIC_BASE && index <= MSR_X2APIC_LAST);
 }
 

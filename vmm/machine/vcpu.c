@@ -111,8 +111,9 @@ static int vcpu_queue_interrupt(struct vcpu *v, int vec)
  * NMI first, then the PIC's ExtINT (acknowledged at the PIC as it is
  * injected; the LAPIC's IRR, ISR and TPR play no part), then the highest
  * deliverable LAPIC vector, if the guest can take an interrupt now; else
- * ask KVM to exit when it can. Caller: @v's thread, lock held, right
- * before KVM_RUN.
+ * ask KVM to exit when it can; then the PV EOI flag, if the guest may end
+ * its interrupt in service without an exit. Caller: @v's thread, lock
+ * held, right before KVM_RUN.
  */
 static void vcpu_inject(struct vcpu *v)
 {
@@ -141,6 +142,7 @@ static void vcpu_inject(struct vcpu *v)
 		vec = lapic_pending_vector(&v->lapic);
 	}
 	v->run->request_interrupt_window = extint || vec >= 0;
+	lapic_pv_eoi_enter(v, v->vm->idle && v->vm->idle->exit_wanted(v));
 	/* KVM loads CR8 from here at KVM_RUN: the TPR, as the guest last
 	 * wrote it through the APIC registers (or INIT reset it). */
 	v->run->cr8 = v->lapic.tpr >> 4;
@@ -321,6 +323,7 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 			v->stats.wake_latency_max_ns = lat;
 	}
 	r = ioctl(v->fd, KVM_RUN, 0);
+	lapic_pv_eoi_exit(v); /* an EOI the guest made by its flag: done */
 	v->run->kvm_dirty_regs = 0;
 	v->events_fresh = v->vm->sync_events; /* stored at every return */
 	atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge: a late kick only sets immediate_exit, cleared below */

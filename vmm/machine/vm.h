@@ -53,6 +53,7 @@ struct vcpu_stats {
 				     * vCPU's own thread (in HLT or before
 				     * KVM_RUN), not the housekeeping thread */
 	uint64_t timer_spin_ns;     /* spun to a timer's deadline (advance) */
+	uint64_t pv_eois;           /* EOIs the guest made by its PV EOI flag */
 	/* waits ended by their timer advance (the lead learned from them),
 	 * by class of the sleep (halt_rules.h timer_advance_class) */
 	uint64_t timer_advance_wakes[TIMER_ADVANCE_CLASSES];
@@ -123,6 +124,10 @@ extern __thread struct vcpu *vcpu_self;
  *  - may_poll, no lock: may this HLT poll before it blocks? (not while
  *    the VM is heading into full idle: the poll would only burn the CPU
  *    an idle VM must not cost)
+ *  - exit_wanted, lock held, before KVM_RUN: must the guest's next EOI
+ *    still exit? (the idle layer has work due at @v's first exit after a
+ *    wake-up, which the pv tick's ABI promises at the latest at that EOI:
+ *    no paravirtual EOI until then)
  */
 struct vcpu_idle_ops {
 	void (*halt)(struct vcpu *v, bool plain);
@@ -132,12 +137,14 @@ struct vcpu_idle_ops {
 	void (*inject)(struct vcpu *v, int vector);
 	void (*run_done)(struct vcpu *v, bool halting);
 	bool (*may_poll)(struct vcpu *v);
+	bool (*exit_wanted)(struct vcpu *v);
 };
 
 /* CPU features --cpu can take away from the guest (on by default). */
 enum cpu_feature {
 	CPU_F_X2APIC = 1u << 0,       /* CPUID.1:ECX[21], IA32_APIC_BASE.EXTD */
 	CPU_F_TSC_DEADLINE = 1u << 1, /* CPUID.1:ECX[24], the LVT timer mode */
+	CPU_F_PV_EOI = 1u << 2,       /* KVM's PV EOI (guest_abi.h) */
 };
 
 /* What the machine is made of (main.c's options). */
@@ -277,9 +284,9 @@ bool irq_msi_decode(uint64_t addr, uint32_t data, struct irq_msg *m);
 
 /* cpuid.c */
 int cpuid_setup(struct vcpu *v);
-/* --cpu FLAGS: comma-separated +feature / -feature (x2apic, tsc-deadline)
- * into @off (the enum cpu_feature bits turned off); -1: @bad names the
- * flag that is not one. */
+/* --cpu FLAGS: comma-separated +feature / -feature (x2apic, tsc-deadline,
+ * pv-eoi) into @off (the enum cpu_feature bits turned off); -1: @bad names
+ * the flag that is not one. */
 int cpu_features_parse(const char *flags, unsigned int *off, char *bad,
 		       size_t bad_len);
 

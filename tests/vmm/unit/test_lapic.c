@@ -5,7 +5,7 @@
  * transitions, the x2APIC MSR access rules, the ID and LDR, the TPR, the
  * timer's mode switches. What lapic.c and lapic_timer.c call outside (the
  * interrupt bus, the IOAPIC, KVM's APIC base, the housekeeping timers, the
- * clock) is faked below.
+ * clock) is faked in lapic_fakes.c.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -13,66 +13,7 @@
 
 #include "machine/vm.h"
 
-/* --- fakes --- */
-
-static uint64_t fake_now;
-static int sends;
-static struct irq_msg last_msg;
-static uint64_t kvm_apic_base;
-static hk_fire_fn timer_fire;
-static uint64_t timer_armed; /* 0: not armed */
-
-uint64_t now_ns(void) { return fake_now; }
-
-void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m)
-{
-	(void)vm;
-	(void)src;
-	sends++;
-	last_msg = *m;
-}
-
-void ioapic_eoi(uint8_t vector) { (void)vector; }
-
-int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val)
-{
-	(void)v;
-	kvm_apic_base = val;
-	return 0;
-}
-
-void vcpu_kick_for(struct vcpu *v, int reason) { (void)v; (void)reason; }
-
-void hk_timer_init(struct hk_timer *t, hk_fire_fn fire)
-{
-	t->fire = fire;
-	t->heap_idx = HK_NOT_QUEUED;
-	timer_fire = fire;
-}
-void hk_timer_arm(struct hk_timer *t, uint64_t d)
-{
-	t->heap_idx = 0;
-	timer_armed = d;
-}
-void hk_timer_arm_quiet(struct hk_timer *t, uint64_t d)
-{
-	hk_timer_arm(t, d);
-}
-void hk_timer_cancel(struct hk_timer *t)
-{
-	t->heap_idx = HK_NOT_QUEUED;
-	timer_armed = 0;
-}
-void hk_timer_cancel_quiet(struct hk_timer *t) { hk_timer_cancel(t); }
-
-/* vcpu_halt.c: how near a deadline the vCPU's own thread keeps */
-__thread struct vcpu *vcpu_self;
-static uint64_t fake_keep;
-uint64_t vcpu_timer_keep_ns(const struct vcpu *vc)
-{
-	(void)vc;
-	return fake_keep;
-}
+#include "lapic_fakes.h"
 
 /* --- one vCPU --- */
 

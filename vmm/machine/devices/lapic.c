@@ -111,6 +111,22 @@ bool lapic_irr_only(const struct lapic *l, int vector)
 	return true;
 }
 
+bool lapic_irr_empty(const struct lapic *l)
+{
+	return vec_highest(l->irr) < 0;
+}
+
+int lapic_isr_highest(const struct lapic *l)
+{
+	return vec_highest(l->isr);
+}
+
+bool lapic_eoi_has_work(const struct lapic *l, int vector)
+{
+	return vec_test(l->tmr, vector) ||
+	       (vector == (uint8_t)l->lvt[0] && l->timer_owed);
+}
+
 bool lapic_match(const struct lapic *l, uint32_t dest, bool logical,
 		 bool x2apic)
 {
@@ -170,6 +186,7 @@ void lapic_reset(struct vcpu *v)
 		l->id = v->id;
 	}
 	lapic_regs_reset(v, false);
+	lapic_pv_eoi_reset(l);
 }
 
 static void lapic_eoi(struct vcpu *v, struct lapic_after *after)
@@ -320,6 +337,11 @@ static void lapic_write(struct vcpu *v, uint32_t reg, uint64_t val)
 	lapic_do_after(v, &after);
 }
 
+void lapic_eoi_write(struct vcpu *v)
+{
+	lapic_write(v, APIC_REG_EOI, 0);
+}
+
 static uint64_t lapic_read(struct vcpu *v, uint32_t reg)
 {
 	uint64_t val;
@@ -466,6 +488,8 @@ int lapic_msr_read(struct vcpu *v, uint32_t msr, uint64_t *val)
 	}
 	if (msr == MSR_IA32_TSC_DEADLINE)
 		return lapic_tsc_deadline_read(v, val);
+	if (msr == MSR_KVM_PV_EOI)
+		return lapic_pv_eoi_msr_read(v, val);
 	if (!lapic_x2apic(&v->lapic) || msr < MSR_X2APIC_BASE ||
 	    msr > MSR_X2APIC_LAST || !(x2apic_access(idx) & X2APIC_RD))
 		return -1;
@@ -479,6 +503,8 @@ int lapic_msr_write(struct vcpu *v, uint32_t msr, uint64_t val)
 
 	if (msr == MSR_IA32_APIC_BASE)
 		return lapic_base_write(v, val);
+	if (msr == MSR_KVM_PV_EOI)
+		return lapic_pv_eoi_msr_write(v, val);
 	if (msr == MSR_IA32_TSC_DEADLINE) {
 		if (!vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
 			return -1;

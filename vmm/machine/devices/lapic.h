@@ -68,6 +68,13 @@ struct lapic {
 	uint64_t tsc0, tsc0_ns;     /* guest TSC tsc0 was read at tsc0_ns */
 	uint32_t tsc_khz;
 	struct hk_timer timer;
+
+	/* KVM's PV EOI (lapic_pv_eoi.c), this vCPU's thread only: the MSR,
+	 * the flag's host address (NULL: off), the flag set at the last
+	 * KVM_RUN */
+	uint64_t pv_eoi_msr;
+	volatile uint8_t *pv_eoi_flag;
+	bool pv_eoi_set;
 };
 
 /* lapic.c: callers hold the vCPU's lock unless said otherwise. */
@@ -87,6 +94,23 @@ void lapic_mmio(struct vcpu *v, uint64_t off, uint8_t *data,
 		unsigned int len, bool is_write, void *opaque);
 int lapic_msr_read(struct vcpu *v, uint32_t msr, uint64_t *val);
 int lapic_msr_write(struct vcpu *v, uint32_t msr, uint64_t val);
+void lapic_eoi_write(struct vcpu *v); /* as the guest's EOI write */
+/* Lock held: the highest vector in service (-1: none); whether its EOI
+ * has work besides clearing it (level: the IOAPIC's EOI; the timer's with
+ * ticks owed); whether any vector is requested. */
+int lapic_isr_highest(const struct lapic *l);
+bool lapic_eoi_has_work(const struct lapic *l, int vector);
+bool lapic_irr_empty(const struct lapic *l);
+
+/* lapic_pv_eoi.c, @v's thread: the MSR (lock not held; -1: #GP), the
+ * flag set before KVM_RUN (lock held, after the injection; not when
+ * @exit_wanted) and taken back right after it (lock not held), and off
+ * at INIT (lock held). */
+int lapic_pv_eoi_msr_read(struct vcpu *v, uint64_t *val);
+int lapic_pv_eoi_msr_write(struct vcpu *v, uint64_t val);
+void lapic_pv_eoi_enter(struct vcpu *v, bool exit_wanted);
+void lapic_pv_eoi_exit(struct vcpu *v);
+void lapic_pv_eoi_reset(struct lapic *l);
 
 /* lapic_timer.c: callers hold the vCPU's lock. */
 void lapic_timer_init(struct vcpu *v);
