@@ -90,8 +90,7 @@
  * KVM's paravirtual EOI, KVM's own ABI (Linux's
  * Documentation/virt/kvm/x86/cpuid.rst and msr.rst), offered at the next
  * hypervisor leaf range, where guests that know KVM look for it (Linux
- * scans 0x40000000..0x4000ff00 for the signature); --cpu -pv-eoi takes it
- * away. A vCPU writes the guest physical address of a flag word (4-byte
+ * scans 0x40000000..0x4000ff00 for the signature), with --cpu +pv-eoi. A vCPU writes the guest physical address of a flag word (4-byte
  * aligned, in RAM), ORed with 1 (enable), to MSR_KVM_PV_EOI; 0 turns it
  * off, and INIT does too. Bit 0 of the word's first byte set means: the
  * interrupt in service may be ended by clearing that bit with one
