@@ -323,10 +323,12 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 			v->stats.wake_latency_max_ns = lat;
 	}
 	r = ioctl(v->fd, KVM_RUN, 0);
-	lapic_pv_eoi_exit(v); /* an EOI the guest made by its flag: done */
 	v->run->kvm_dirty_regs = 0;
 	v->events_fresh = v->vm->sync_events; /* stored at every return */
 	atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge: a late kick only sets immediate_exit, cleared below */
+	/* an EOI the guest made by its flag, done now that the vCPU is out
+	 * of KVM_RUN (a vector it lets in is posted, not kicked for) */
+	lapic_pv_eoi_exit(v);
 	if (v->vm->idle)
 		v->vm->idle->run_done(v, false);
 	/* relaxed: pairs with the release store in vcpu_kick_run; a kick

@@ -5,6 +5,9 @@
  * KVM's APIC base, the housekeeping timers, the clock, guest memory (a
  * buffer of FAKE_RAM_SIZE bytes at guest physical 0).
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "lapic_fakes.h"
 
 uint8_t fake_ram[FAKE_RAM_SIZE];
@@ -67,6 +70,33 @@ uint64_t vcpu_timer_keep_ns(const struct vcpu *vc)
 {
 	(void)vc;
 	return fake_keep;
+}
+
+struct vcpu *fake_vcpu_new(struct vm *vm, struct machine_config *cfg,
+			   uint32_t id)
+{
+	struct vcpu *v = aligned_alloc(64, sizeof(*v));
+
+	memset(cfg, 0, sizeof(*cfg));
+	memset(vm, 0, sizeof(*vm));
+	memset(fake_ram, 0, sizeof(fake_ram));
+	vm->cfg = cfg;
+	vm->phys_bits = 39;
+	vm->ncpus = 1;
+	memset(v, 0, sizeof(*v));
+	pthread_mutex_init(&v->lock, NULL);
+	pthread_cond_init(&v->wake, NULL);
+	v->vm = vm;
+	v->id = id;
+	vcpu_self = NULL;
+	fake_keep = 0;
+	fake_now = 1000000;
+	sends = 0;
+	kvm_apic_base = 0;
+	timer_armed = 0;
+	lapic_timer_init(v);
+	lapic_reset(v);
+	return v;
 }
 
 void *guest_ptr(struct vm *vm, uint64_t gpa, uint64_t len)

@@ -16,4 +16,10 @@ extern uint64_t timer_armed;       /* the deadline armed, 0: none */
 extern uint64_t fake_keep;         /* vcpu_timer_keep_ns() */
 extern uint8_t fake_ram[FAKE_RAM_SIZE]; /* guest_ptr() */
 
+/* Every fake back to its start, @vm and @cfg zeroed and joined (one vCPU,
+ * MAXPHYADDR 39), and a vCPU of @vm with ID @id, its LAPIC reset as at
+ * power-on; free() it after the test. */
+struct vcpu *fake_vcpu_new(struct vm *vm, struct machine_config *cfg,
+			   uint32_t id);
+
 #endif

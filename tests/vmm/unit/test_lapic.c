@@ -27,25 +27,7 @@ static struct vcpu *v;
 
 static void setup(void)
 {
-	memset(&cfg, 0, sizeof(cfg));
-	memset(&vm, 0, sizeof(vm));
-	vm.cfg = &cfg;
-	vm.phys_bits = 39;
-	vm.ncpus = 1;
-	v = aligned_alloc(64, sizeof(*v));
-	memset(v, 0, sizeof(*v));
-	pthread_mutex_init(&v->lock, NULL);
-	pthread_cond_init(&v->wake, NULL);
-	v->vm = &vm;
-	v->id = ID;
-	vcpu_self = NULL;
-	fake_keep = 0;
-	fake_now = 1000000;
-	sends = 0;
-	kvm_apic_base = 0;
-	timer_armed = 0;
-	lapic_timer_init(v);
-	lapic_reset(v);
+	v = fake_vcpu_new(&vm, &cfg, ID);
 }
 
 static void teardown(void)

@@ -10,7 +10,6 @@
  */
 #include <check.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "lapic_fakes.h"
 
@@ -24,20 +23,7 @@ static struct vcpu *v;
 
 static void setup(void)
 {
-	memset(&cfg, 0, sizeof(cfg));
-	memset(&vm, 0, sizeof(vm));
-	memset(fake_ram, 0, sizeof(fake_ram));
-	vm.cfg = &cfg;
-	vm.phys_bits = 39;
-	vm.ncpus = 1;
-	v = aligned_alloc(64, sizeof(*v));
-	memset(v, 0, sizeof(*v));
-	pthread_mutex_init(&v->lock, NULL);
-	pthread_cond_init(&v->wake, NULL);
-	v->vm = &vm;
-	fake_now = 1000000;
-	lapic_timer_init(v);
-	lapic_reset(v);
+	v = fake_vcpu_new(&vm, &cfg, 0);
 }
 
 static void teardown(void)
