@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 
 #include "machine/vm.h"
+#include "machine/kvm_sys.h"
 
 #define CPUID_MAX_ENTRIES 256
 
@@ -25,7 +25,8 @@ static int cpuid_host(struct vm *vm)
 	if (!host_cpuid)
 		return vmm_fail(VMM_EXIT_KVM, "out of memory");
 	host_cpuid->nent = CPUID_MAX_ENTRIES;
-	if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, host_cpuid) < 0)
+	if (kvm_sys_ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID,
+			  host_cpuid) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SUPPORTED_CPUID: %s",
 				strerror(errno));
 	vm->phys_bits = 36; /* without leaf 0x80000008 */
@@ -142,7 +143,7 @@ int cpuid_setup(struct vcpu *v)
 		c->entries[c->nent++] = e;
 	}
 	cpuid_hv_leaves(v, c);
-	if (ioctl(v->fd, KVM_SET_CPUID2, c) < 0) {
+	if (kvm_sys_ioctl(v->fd, KVM_SET_CPUID2, c) < 0) {
 		free(c);
 		return vmm_fail(VMM_EXIT_KVM, "KVM_SET_CPUID2: %s",
 				strerror(errno));

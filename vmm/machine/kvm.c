@@ -1,22 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The KVM VM: /dev/kvm, capabilities, guest RAM. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "machine/vm.h"
+#include "machine/kvm_sys.h"
 
 #define GIB (1ull << 30)
 #define HIGH_RAM_BASE (4 * GIB)
 
 static int kvm_check(struct vm *vm, int cap)
 {
-	int r = ioctl(vm->vm_fd, KVM_CHECK_EXTENSION, cap);
+	int r = kvm_sys_ioctl_n(vm->vm_fd, KVM_CHECK_EXTENSION, cap);
 
 	return r < 0 ? 0 : r;
 }
@@ -31,7 +30,8 @@ static int kvm_map_ram(struct vm *vm, uint32_t slot, uint64_t gpa,
 		.userspace_addr = (uintptr_t)host,
 	};
 
-	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+	if (kvm_sys_ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION,
+			  &region) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_SET_USER_MEMORY_REGION: %s",
 				strerror(errno));
 	return 0;
@@ -95,14 +95,15 @@ int kvm_vm_create(struct vm *vm, const struct machine_config *opts)
 
 	vm->cfg = opts;
 	vm->ncpus = opts->ncpus;
-	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	vm->kvm_fd = kvm_sys_open();
 	if (vm->kvm_fd < 0)
 		return vmm_fail(VMM_EXIT_KVM, "cannot open /dev/kvm: %s%s",
 				strerror(errno), kvm_open_hint(errno));
-	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION)
+	if (kvm_sys_ioctl_n(vm->kvm_fd, KVM_GET_API_VERSION, 0) !=
+	    KVM_API_VERSION)
 		return vmm_fail(VMM_EXIT_KVM, "unsupported KVM API version");
 	do
-		vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+		vm->vm_fd = kvm_sys_ioctl_n(vm->kvm_fd, KVM_CREATE_VM, 0);
 	while (vm->vm_fd < 0 && errno == EINTR);
 	if (vm->vm_fd < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_CREATE_VM: %s",
@@ -123,12 +124,13 @@ int kvm_vm_create(struct vm *vm, const struct machine_config *opts)
 		return vmm_fail(VMM_EXIT_KVM, "--cpus %u: this host's KVM "
 				"allows at most %u vCPUs (KVM_CAP_MAX_VCPUS)",
 				vm->ncpus, vm->max_cpus);
-	vm->run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	vm->run_size = kvm_sys_ioctl_n(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE,
+				       0);
 	if (vm->run_size < (int)sizeof(struct kvm_run))
 		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_VCPU_MMAP_SIZE: %s",
 				strerror(errno));
 	/* Needed for real mode on VMX only; other hosts may refuse it. */
-	(void)ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, 0xfffbd000ul);
+	(void)kvm_sys_ioctl_n(vm->vm_fd, KVM_SET_TSS_ADDR, 0xfffbd000ul);
 
 	vm->ram_size = (opts->mem_size + 0xfff) & ~0xfffull;
 	if (kvm_check_host_fit(vm))

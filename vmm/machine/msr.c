@@ -10,9 +10,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <sys/ioctl.h>
 
 #include "machine/vm.h"
+#include "machine/kvm_sys.h"
 
 #define MSR_LOGGED_MAX VMM_WARN_BURST
 #define MSR_MAX_RANGES 8
@@ -56,10 +56,10 @@ int msr_vm_setup(struct vm *vm)
 		},
 	};
 
-	if (ioctl(vm->vm_fd, KVM_ENABLE_CAP, &cap) < 0)
+	if (kvm_sys_ioctl(vm->vm_fd, KVM_ENABLE_CAP, &cap) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_CAP_X86_USER_SPACE_MSR: %s",
 				strerror(errno));
-	if (ioctl(vm->vm_fd, KVM_X86_SET_MSR_FILTER, &filter) < 0)
+	if (kvm_sys_ioctl(vm->vm_fd, KVM_X86_SET_MSR_FILTER, &filter) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_X86_SET_MSR_FILTER: %s",
 				strerror(errno));
 	return 0;

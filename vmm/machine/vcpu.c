@@ -19,13 +19,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 
 #include "base/housekeeping.h"
 #include "base/sched.h"
 #include "machine/pause.h"
 #include "machine/vcpu_loop.h"
+#include "machine/kvm_sys.h"
 
 #define SIG_VCPU_KICK SIGUSR1 /* SIGUSR2 is the outside world's (main.c) */
 #define VCPU_STACK_SIZE (256u << 10)
@@ -96,7 +96,7 @@ static int vcpu_queue_interrupt(struct vcpu *v, int vec)
 	struct kvm_vcpu_events *e = &v->run->s.regs.events;
 
 	if (!v->events_fresh)
-		return ioctl(v->fd, KVM_INTERRUPT, &irq);
+		return kvm_sys_ioctl(v->fd, KVM_INTERRUPT, &irq);
 	e->interrupt.injected = 1;
 	e->interrupt.nr = (uint8_t)vec;
 	e->interrupt.soft = 0;
@@ -123,7 +123,7 @@ static void vcpu_inject(struct vcpu *v)
 	/* KVM keeps what the CPU would latch: of two NMIs, the second
 	 * waits for the first one's IRET (or is dropped if one is in
 	 * service already). */
-	while (v->nmi_pending && ioctl(v->fd, KVM_NMI) == 0) {
+	while (v->nmi_pending && kvm_sys_ioctl_n(v->fd, KVM_NMI, 0) == 0) {
 		v->nmi_pending--;
 		v->stats.nmis_injected++;
 	}
@@ -178,7 +178,7 @@ static uint64_t vcpu_rip(struct vcpu *v)
 {
 	struct kvm_regs regs;
 
-	return ioctl(v->fd, KVM_GET_REGS, &regs) < 0 ? 0 : regs.rip;
+	return kvm_sys_ioctl(v->fd, KVM_GET_REGS, &regs) < 0 ? 0 : regs.rip;
 }
 
 /* The only switch over exit_reason. Returns the next state. */
@@ -322,7 +322,7 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 		if (lat > v->stats.wake_latency_max_ns)
 			v->stats.wake_latency_max_ns = lat;
 	}
-	r = ioctl(v->fd, KVM_RUN, 0);
+	r = kvm_sys_ioctl_n(v->fd, KVM_RUN, 0);
 	v->run->kvm_dirty_regs = 0;
 	v->events_fresh = v->vm->sync_events; /* stored at every return */
 	atomic_store(&v->in_run, false); /* pairs with the loads in vcpu_kick_for / vcpus_nudge: a late kick only sets immediate_exit, cleared below */

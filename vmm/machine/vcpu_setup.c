@@ -3,11 +3,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "machine/vm.h"
+#include "machine/kvm_sys.h"
 
 static void seg_flat(struct kvm_segment *s, uint16_t sel, uint8_t type)
 {
@@ -31,7 +30,7 @@ static int vcpu_set_flat_state(struct vcpu *v, struct kvm_regs *regs,
 {
 	struct kvm_sregs sr;
 
-	if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
+	if (kvm_sys_ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SREGS: %s",
 				strerror(errno));
 	seg_flat(&sr.cs, 0x10, 0xb);
@@ -42,8 +41,8 @@ static int vcpu_set_flat_state(struct vcpu *v, struct kvm_regs *regs,
 	sr.efer = 0;
 	regs->rflags = 2;
 	v->events_fresh = false; /* KVM's events change with the state */
-	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
-	    ioctl(v->fd, KVM_SET_REGS, regs) < 0)
+	if (kvm_sys_ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
+	    kvm_sys_ioctl(v->fd, KVM_SET_REGS, regs) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the %s state: "
 				"%s", v->id, what, strerror(errno));
 	return 0;
@@ -67,7 +66,7 @@ static int vcpu_set_real_state(struct vcpu *v, uint16_t cs, uint16_t ip)
 	struct kvm_sregs sr;
 	struct kvm_regs regs = { .rflags = 2, .rip = ip };
 
-	if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
+	if (kvm_sys_ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_GET_SREGS: %s",
 				strerror(errno));
 	seg_real(&sr.cs, cs, 0xb);
@@ -79,8 +78,8 @@ static int vcpu_set_real_state(struct vcpu *v, uint16_t cs, uint16_t ip)
 	sr.cr2 = sr.cr3 = sr.cr4 = 0;
 	sr.efer = 0;
 	v->events_fresh = false; /* as in vcpu_set_flat_state */
-	if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
-	    ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
+	if (kvm_sys_ioctl(v->fd, KVM_SET_SREGS, &sr) < 0 ||
+	    kvm_sys_ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
 		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: setting the real-mode "
 				"start state: %s", v->id, strerror(errno));
 	return 0;
@@ -111,7 +110,7 @@ int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val)
 		struct kvm_msr_entry e;
 	} m = { .hdr.nmsrs = 1, .e.index = MSR_IA32_APIC_BASE, .e.data = val };
 
-	return ioctl(v->fd, KVM_SET_MSRS, &m) == 1 ? 0 : -1;
+	return kvm_sys_ioctl(v->fd, KVM_SET_MSRS, &m) == 1 ? 0 : -1;
 }
 
 /* The guest TSC at a known host time, for TSC-deadline conversion. */
@@ -121,9 +120,9 @@ static int vcpu_read_tsc(struct vcpu *v)
 		struct kvm_msrs hdr;
 		struct kvm_msr_entry e;
 	} m = { .hdr.nmsrs = 1, .e.index = 0x10 };
-	int khz = ioctl(v->fd, KVM_GET_TSC_KHZ, 0);
+	int khz = kvm_sys_ioctl_n(v->fd, KVM_GET_TSC_KHZ, 0);
 
-	if (khz <= 0 || ioctl(v->fd, KVM_GET_MSRS, &m) != 1)
+	if (khz <= 0 || kvm_sys_ioctl(v->fd, KVM_GET_MSRS, &m) != 1)
 		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: reading the TSC: %s",
 				v->id, strerror(errno));
 	v->lapic.tsc0_ns = now_ns();
@@ -151,13 +150,12 @@ static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)
 	v->vm = vm;
 	v->id = id;
 	v->state = id == 0 ? VCPU_RUNNING : VCPU_WAIT_SIPI;
-	v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, (unsigned long)id);
+	v->fd = kvm_sys_ioctl_n(vm->vm_fd, KVM_CREATE_VCPU, id);
 	if (v->fd < 0)
 		return vmm_fail(VMM_EXIT_KVM, "KVM_CREATE_VCPU %u of %u: %s",
 				id, vm->ncpus, strerror(errno));
-	v->run = mmap(NULL, (size_t)vm->run_size, PROT_READ | PROT_WRITE,
-		      MAP_SHARED, v->fd, 0);
-	if (v->run == MAP_FAILED)
+	v->run = kvm_sys_map_run(v->fd, (size_t)vm->run_size);
+	if (!v->run)
 		return vmm_fail(VMM_EXIT_KVM, "mmap of vCPU %u: %s", id,
 				strerror(errno));
 	if (vcpu_read_tsc(v) || cpuid_setup(v))
