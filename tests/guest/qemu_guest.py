@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""Boot a guest-tools image under QEMU/KVM and judge it (TAP on stdout).
+"""Boot a guest-tools image under QEMU/KVM and judge it (TAP on stdout);
+without a usable /dev/kvm, under QEMU's TCG (unless --needs-kvm).
 
 Success: QEMU exits with status 1 (isa-debug-exit: (0 << 1) | 1), the guest
 printed no "FAIL - " line and printed a line matching --expect. Every run
 is bounded: on expiry QEMU is killed (SIGKILL, by PID) and the test fails
-with "QEMU hung". Without qemu-system-x86_64 or a usable /dev/kvm the test
-says why and exits 77 (skip); it never passes then.
+with "QEMU hung". Without qemu-system-x86_64, or without a usable /dev/kvm
+for an image that needs KVM's CPU (--needs-kvm), the test says why and
+exits 77 (skip); it never passes then.
 
 --send types text on the guest's serial port (QEMU's stdin) once a line
 matches --send-after; --runs N boots the image N times (each run must pass)
@@ -35,7 +37,8 @@ def diag(line):
 
 
 def run_qemu(qemu, cpu, args, timeout):  # -> status, hung, output, seconds, until-seen
-    cmd = [qemu, '-enable-kvm', '-cpu', cpu, '-kernel', args.kernel,
+    accel = ['-enable-kvm'] if args.accel == 'kvm' else ['-accel', 'tcg']
+    cmd = [qemu] + accel + ['-cpu', cpu, '-kernel', args.kernel,
            '-append', args.append,
            '-device', 'isa-debug-exit,iobase=0xf4,iosize=4',
            '-smp', str(args.smp), '-m', str(args.mem),
@@ -160,6 +163,9 @@ def main():
     ap.add_argument('--same', default=None,
                     help='regex: the first line matching it must be identical in every run')
     ap.add_argument('--cpu', default=os.environ.get('GUEST_TEST_QEMU_CPU', 'host'))
+    ap.add_argument('--needs-kvm', default=None, metavar='WHY',
+                    help='skip (77) without a usable /dev/kvm, saying WHY; '
+                         'otherwise such a host runs the image under TCG')
     args = ap.parse_args()
 
     qemu = shutil.which(os.environ.get('QEMU', 'qemu-system-x86_64'))
@@ -167,10 +173,16 @@ def main():
         print('1..0 # SKIP qemu-system-x86_64 not found in PATH')
         print('skip: qemu-system-x86_64 is not installed', file=sys.stderr)
         return SKIP
+    args.accel = 'kvm'
     if not os.path.exists('/dev/kvm') or not os.access('/dev/kvm', os.R_OK | os.W_OK):
-        print('1..0 # SKIP /dev/kvm missing or not accessible')
-        print('skip: /dev/kvm is missing or not accessible', file=sys.stderr)
-        return SKIP
+        if args.needs_kvm:
+            print(f'1..0 # SKIP no usable /dev/kvm: {args.needs_kvm}')
+            print(f'skip: no usable /dev/kvm: {args.needs_kvm}', file=sys.stderr)
+            return SKIP
+        args.accel = 'tcg'
+        if args.cpu == 'host':
+            args.cpu = 'max'
+        diag('/dev/kvm missing or not accessible: QEMU emulates the CPU (TCG)')
     if not os.path.exists(args.kernel):
         print(f'1..1\nnot ok 1 - {args.name} # image {args.kernel} missing')
         return 1
