@@ -1,7 +1,9 @@
 """What the VMM test scripts share: TAP checks, bounded VMM runs, a VMM run
-in the background (Vm), bounded polling (poll_until), the /dev/kvm skip, and
-the selftest boots. Each script calls init(sys.argv) first, with arguments
+in the background (Vm), bounded polling (poll_until), the /dev/kvm skip or,
+without KVM, the VMM on a scripted KVM with idle.elf played by a script
+(use_scripted), and the selftest boots. Each script calls init(sys.argv) first, with arguments
 VMM GUESTS_DIR GUEST_TOOLS_DIR."""
+import atexit
 import json
 import os
 import re
@@ -10,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -34,6 +37,150 @@ SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
 def init(argv):
     global VMM, GUESTS, TOOLS
     VMM, GUESTS, TOOLS = argv[1], argv[2], argv[3]
+
+
+# ---------------------------------------------------------------------------
+# Without KVM: the VMM on a scripted KVM (tests/vmm/scripted/README.md).
+SCRIPTED = None  # the script directory once use_scripted() switched over
+SCRIPTED_ENV = "SYSIDLE_VMM_SCRIPTED"  # vmm-scripted, if not in GUESTS
+PVTICK_HZ, PVTICK_VECTOR, PVTICK_MISSED = 0x53490000, 0x53490001, 0x53490002
+IDLE_TICK_VECTOR, IDLE_SERIAL_VECTOR = 0x60, 0x34  # idle.elf's (rt.h)
+
+
+def use_scripted():
+    """On a host without a usable /dev/kvm: run vmm-scripted (the VMM's
+    objects on a scripted KVM) instead of the VMM, and idle.elf as a script
+    that does what idle.elf does as the VMM sees it (scripted_guest()).
+    Returns whether it switched (vmm-scripted is built beside the test
+    guests, never installed); says which in a TAP comment."""
+    global VMM, SCRIPTED
+    if SCRIPTED:
+        return True
+    exe = os.environ.get(SCRIPTED_ENV) or os.path.join(GUESTS,
+                                                       "vmm-scripted")
+    if not os.access(exe, os.X_OK):
+        print("# no usable /dev/kvm and no %s: skipping the VMM tests" % exe)
+        return False
+    SCRIPTED = tempfile.mkdtemp(prefix="vmm-scripted-")
+    atexit.register(shutil.rmtree, SCRIPTED, True)
+    # under the VMM's own name: its messages and thread names start "vmm"
+    VMM = os.path.join(SCRIPTED, "vmm")
+    os.symlink(os.path.abspath(exe), VMM)
+    print("# no usable /dev/kvm: the VMM runs on a scripted KVM "
+          "(vmm-scripted), idle.elf is played by a script")
+    return True
+
+
+def serial_out(text):
+    return "".join("  out 0x3f8 1 %#x\n" % ord(ch) for ch in text)
+
+
+def idle_script(cpus, hz):
+    """idle.elf as the VMM sees it: every vCPU started and in HLT for
+    ever; vCPU 0 with the pv tick at @hz (each tick reads the missed count)
+    and the serial receive interrupt (each reads the byte and the missed
+    count), and its two start-up lines. What it does not do: count jiffies
+    or report on a wake-up (no "idle: woken by" lines)."""
+    text = ["vcpu 0", "  sti", "  mmio-write 0xfee000f0 4 0x1ff"]
+    text += ["  start-ap %d 0x10" % i for i in range(1, cpus)]
+    if hz:
+        text += ["  wrmsr %#x %#x" % (PVTICK_VECTOR, IDLE_TICK_VECTOR),
+                 "  wrmsr %#x %d" % (PVTICK_HZ, hz)]
+    text.append(serial_out("# idle: tick=%s\n" % ("pv" if hz else "none"))
+                .rstrip("\n"))
+    text += ["  out 0x3f9 1 1",
+             "  mmio-write 0xfec00000 4 0x19", "  mmio-write 0xfec00010 4 0",
+             "  mmio-write 0xfec00000 4 0x18",
+             "  mmio-write 0xfec00010 4 %#x" % IDLE_SERIAL_VECTOR]
+    text.append(serial_out("idle: %d cpus up, hz=%d\n" % (cpus, hz))
+                .rstrip("\n"))
+    halt = ["  loop", "    hlt", "  end"]
+    text += halt
+    if cpus > 1:
+        text += ["vcpu 1-%d" % (cpus - 1), "  sti"] + halt
+    text += ["on %#x" % IDLE_SERIAL_VECTOR, "  in 0x3f8 1",
+             "  rdmsr %#x" % PVTICK_MISSED, "  eoi",
+             "on %#x" % IDLE_TICK_VECTOR, "  rdmsr %#x" % PVTICK_MISSED,
+             "  eoi"]
+    return "\n".join(text) + "\n"
+
+
+def burst_script(cpus, hz, period_ms, duty):
+    """burst.elf as the VMM sees it, roughly: vCPU 0 busy (no exit) for
+    @duty % of every @period_ms, in HLT until its TSC-deadline timer for
+    the rest; the others in HLT; the pv tick at @hz."""
+    busy = period_ms * duty // 100
+    text = ["vcpu 0", "  sti", "  mmio-write 0xfee000f0 4 0x1ff",
+            "  mmio-write 0xfee00320 4 0x40050"]  # LVTT: TSC-deadline 0x50
+    text += ["  start-ap %d 0x10" % i for i in range(1, cpus)]
+    if hz:
+        text += ["  wrmsr %#x %#x" % (PVTICK_VECTOR, IDLE_TICK_VECTOR),
+                 "  wrmsr %#x %d" % (PVTICK_HZ, hz)]
+    text += ["  loop", "    busy %d" % (busy * 1000000),
+             "    wrmsr 0x6e0 tsc+%d" % ((period_ms - busy) * 1000000),
+             "    hlt", "  end"]
+    if cpus > 1:
+        text += ["vcpu 1-%d" % (cpus - 1), "  sti", "  loop", "    hlt",
+                 "  end"]
+    text += ["on 0x50", "  eoi", "on %#x" % IDLE_TICK_VECTOR,
+             "  rdmsr %#x" % PVTICK_MISSED, "  eoi"]
+    return "\n".join(text) + "\n"
+
+
+def hello_script(opts):
+    """tests/vmm/guests/hello.elf: "hello", print= bytes of numbered
+    lines, then cli; hlt for ever (stay=1) or the exit port (exit=)."""
+    out, i, n = "hello\n", 0, int(opts.get("print", "0"))
+    if n > 20000:
+        raise ValueError("hello.elf print=%d: too long for a script" % n)
+    while len(out) < 6 + n:
+        out += "%010d%s\n" % (i, "".join(chr(97 + (i + j) % 26)
+                                        for j in range(53)))
+        i += 1
+    text = "vcpu 0\n" + serial_out(out[:6 + n])
+    if opts.get("stay", "0") == "0":
+        text += "  exit %d\n" % int(opts.get("exit", "0"))
+    return text  # its steps run out: cli; hlt for ever
+
+
+def scripted_guest(args):
+    """The environment for vmm-scripted on @args: the script standing for
+    the guest image they name. Raises ValueError for an image with no
+    script (idle.elf without sleep=, burst.elf, hello.elf and spin.elf
+    have one)."""
+    kernel = os.path.basename(args[-1]) if args else ""
+    cpus, append = 1, ""
+    for i, a in enumerate(args[:-1]):
+        if a == "--cpus":
+            cpus = int(args[i + 1])
+        elif a == "--append":
+            append = args[i + 1]
+    opts = dict(w.split("=", 1) for w in append.split() if "=" in w)
+    hz = int(opts.get("hz", "250"))
+    if kernel == "idle.elf" and "sleep" not in opts:
+        text = idle_script(cpus, hz)
+    elif kernel == "hello.elf":
+        text = hello_script(opts)
+    elif kernel == "spin.elf":  # "spinning", then cli and no exit again
+        text = "vcpu 0\n" + serial_out("spinning\n") + "  cli\n  spin\n"
+    elif kernel == "burst.elf":
+        text = burst_script(cpus, hz, int(opts.get("period", "100")),
+                            int(opts.get("duty", "50")))
+    else:
+        raise ValueError("no script plays %s %s" % (kernel, append))
+    path = os.path.join(SCRIPTED, "%s-%d.script" % (kernel, len(
+        os.listdir(SCRIPTED))))
+    with open(path, "w") as f:
+        f.write(text)
+    env = dict(os.environ)
+    env["SYSIDLE_VMM_SCRIPT"] = path
+    return env
+
+
+def vmm_env(args):
+    """The VMM's environment for @args: ours, or on a scripted KVM the
+    script for their guest."""
+    return scripted_guest(args) if SCRIPTED else None
 
 
 def vm_uuid(name):
@@ -64,7 +211,8 @@ def run(args, timeout=30, stdin=subprocess.DEVNULL):
     """Runs the VMM, as communicate(). In sanitizer builds any report on the
     VMM's stderr is a failure of its own."""
     p = subprocess.Popen([VMM] + args, stdin=stdin, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         env=vmm_env(args))
     rc, out, err = communicate(p, timeout)
     if rc is not None:
         sanitizer_check(err, args)
@@ -220,7 +368,8 @@ class Vm:
         self.stop_seconds = None
         self.p = subprocess.Popen([exe or VMM] + args, stdin=stdin,
                                   stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+                                  stderr=subprocess.PIPE, text=True,
+                                  env=None if exe else vmm_env(args))
         self.lines, self.err_lines = [], []
         self.threads = [threading.Thread(target=self._read, daemon=True,
                                          args=(stream, lines))
@@ -349,6 +498,17 @@ def all_sleeping(pid):
 
 
 def kvm_usable(say=True):
+    """/dev/kvm can be opened (and SYSIDLE_VMM_TESTS_SCRIPTED=1 does not ask
+    for the scripted KVM all the same); else, with @say, a comment says
+    so."""
+    if os.environ.get("SYSIDLE_VMM_TESTS_SCRIPTED") == "1":
+        if say:
+            print("# SYSIDLE_VMM_TESTS_SCRIPTED=1: as without /dev/kvm")
+        return False
+    return _kvm_openable(say)
+
+
+def _kvm_openable(say):
     """/dev/kvm can be opened; when not, and @say, a comment says the
     VMM's tests are skipped and why."""
     try:
