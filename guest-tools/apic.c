@@ -62,14 +62,14 @@ void apic_choose_mode(void)
 u32 apic_read(u32 reg)
 {
 	if (apic_x2)
-		return (u32)rdmsr(MSR_X2APIC_BASE + (reg >> 4));
+		return (u32)rdmsr(APIC_X2APIC_MSR(reg));
 	return *(volatile u32 *)(uintptr_t)(GUEST_LAPIC_BASE + reg);
 }
 
 void apic_write(u32 reg, u32 v)
 {
 	if (apic_x2)
-		wrmsr(MSR_X2APIC_BASE + (reg >> 4), v);
+		wrmsr(APIC_X2APIC_MSR(reg), v);
 	else
 		*(volatile u32 *)(uintptr_t)(GUEST_LAPIC_BASE + reg) = v;
 }
@@ -103,18 +103,18 @@ void apic_eoi(void)
 void apic_send_ipi(u32 dest, u32 icr_low)
 {
 	if (apic_x2) {
-		wrmsr(MSR_X2APIC_BASE + (APIC_REG_ICR_LOW >> 4), ((u64)dest << 32) | icr_low);
+		wrmsr(APIC_X2APIC_MSR(APIC_REG_ICR_LOW), ((u64)dest << 32) | icr_low);
 		return;
 	}
-	for (int i = 0; i < 100000 && (apic_read(APIC_REG_ICR_LOW) & (1u << 12)); i++)
+	for (int i = 0; i < 100000 && (apic_read(APIC_REG_ICR_LOW) & APIC_SEND_PENDING); i++)
 		cpu_relax();
-	apic_write(APIC_REG_ICR_HIGH, dest << 24);
+	apic_write(APIC_REG_ICR_HIGH, dest << APIC_ICR_HIGH_DEST_SHIFT);
 	apic_write(APIC_REG_ICR_LOW, icr_low);
 }
 
 static bool bit_in(u32 base, u8 vector)
 {
-	return apic_read(base + 0x10 * (vector / 32u)) & (1u << (vector % 32u));
+	return apic_read(APIC_REG_BANK(base, vector / 32u)) & (1u << (vector % 32u));
 }
 
 bool apic_isr_bit(u8 vector)
@@ -149,7 +149,7 @@ void apic_cpu_init(void)
 	apic_write(APIC_REG_LVT_LINT0, APIC_LVT_MASKED);
 	apic_write(APIC_REG_LVT_LINT1, APIC_LVT_MASKED);
 	apic_write(APIC_REG_LVT_ERROR, APIC_LVT_MASKED);
-	apic_write(APIC_REG_TIMER_DCR, 0xb); /* divide by 1 */
+	apic_write(APIC_REG_TIMER_DCR, APIC_TDCR_DIV_1);
 	apic_write(APIC_REG_TIMER_ICR, 0);
 	if (apic_pv_eoi) {
 		this_cpu()->pv_eoi = 0;

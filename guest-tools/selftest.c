@@ -283,7 +283,7 @@ static void cpu_checks(void *arg)
 		check(wait_u32(&p->cnt_self, n + 1, SEC), "cpu%u: self ipi via icr shorthand", cpu);
 		if (apic_x2) {
 			n = p->cnt_selfmsr;
-			wrmsr(MSR_X2APIC_BASE + (APIC_REG_SELF_IPI >> 4), VEC_IPI_SELFMSR);
+			wrmsr(APIC_X2APIC_MSR(APIC_REG_SELF_IPI), VEC_IPI_SELFMSR);
 			check(wait_u32(&p->cnt_selfmsr, n + 1, SEC),
 			      "cpu%u: self ipi via the x2apic SELF_IPI register", cpu);
 		}

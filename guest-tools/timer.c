@@ -74,7 +74,7 @@ void tsc_init(void)
 		}
 	}
 	apic_write(APIC_REG_LVT_TIMER, APIC_LVT_MASKED | VEC_TIMER);
-	apic_write(APIC_REG_TIMER_DCR, 0xb);
+	apic_write(APIC_REG_TIMER_DCR, APIC_TDCR_DIV_1);
 	/* the median of a few measurements */
 	for (int i = 0; i < CAL_RUNS; i++) {
 		u64 v = cal_once();
@@ -109,14 +109,14 @@ void udelay_tsc(u64 ns)
 
 void timer_oneshot(u8 vector, u32 ns)
 {
-	apic_write(APIC_REG_TIMER_DCR, 0xb);
+	apic_write(APIC_REG_TIMER_DCR, APIC_TDCR_DIV_1);
 	apic_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_ONESHOT | vector);
 	apic_write(APIC_REG_TIMER_ICR, ns ? ns : 1);
 }
 
 void timer_periodic(u8 vector, u32 ns)
 {
-	apic_write(APIC_REG_TIMER_DCR, 0xb);
+	apic_write(APIC_REG_TIMER_DCR, APIC_TDCR_DIV_1);
 	apic_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_PERIODIC | vector);
 	apic_write(APIC_REG_TIMER_ICR, ns ? ns : 1);
 }
@@ -133,7 +133,7 @@ void timer_stop(void)
 	u32 lvt = apic_read(APIC_REG_LVT_TIMER);
 
 	apic_write(APIC_REG_LVT_TIMER, lvt | APIC_LVT_MASKED);
-	if ((lvt & (3u << 17)) == APIC_LVT_TIMER_TSCDEADLINE)
+	if ((lvt & APIC_LVT_TIMER_MODE) == APIC_LVT_TIMER_TSCDEADLINE)
 		wrmsr(MSR_IA32_TSC_DEADLINE, 0);
 	else
 		apic_write(APIC_REG_TIMER_ICR, 0);
@@ -143,7 +143,7 @@ void timer_stop(void)
  * count; longer delays are clamped (callers recheck the TSC and re-arm). */
 void timer_oneshot_ns(u8 vector, u64 ns)
 {
-	static const u8 dcr[8] = { 0xb, 0x0, 0x1, 0x2, 0x3, 0x8, 0x9, 0xa };
+	static const u8 dcr[8] = { APIC_TDCR_DIV_1, 0x0, 0x1, 0x2, 0x3, 0x8, 0x9, 0xa };
 	u32 shift = 0;
 
 	while (shift < 7 && (ns >> shift) > 0xffffffffu)

@@ -2,7 +2,8 @@
 /*
  * The guest <-> VMM ABI: what a guest of this VMM may rely on. A PC subset,
  * the same one QEMU gives, so that one guest image runs under both. Shared
- * by vmm/ and guest-tools/ (and nothing else is shared between them).
+ * by vmm/ and guest-tools/ (and nothing else is shared between them but
+ * apic_regs.h, the APIC registers, which this header includes).
  *
  * Boot: Multiboot v1, an ELF32 image; entry in 32-bit protected mode with
  * flat 4 GiB code and data segments, paging and interrupts off, EAX =
@@ -111,52 +112,8 @@
 #define KVM_PV_EOI_ENABLE 1u
 #define KVM_PV_EOI_PENDING 1u /* bit 0 of the flag */
 
-/* Local APIC (both modes). x2APIC MSR = 0x800 + (xAPIC offset >> 4). */
-#define MSR_IA32_APIC_BASE 0x1b
-#define MSR_IA32_TSC_DEADLINE 0x6e0
-#define MSR_X2APIC_BASE 0x800
-#define MSR_X2APIC_LAST 0x8ff
-#define APIC_BASE_BSP (1u << 8)
-#define APIC_BASE_X2APIC (1u << 10)
-#define APIC_BASE_ENABLE (1u << 11)
-
-#define APIC_REG_ID 0x020
-#define APIC_REG_VERSION 0x030
-#define APIC_REG_TPR 0x080
-#define APIC_REG_EOI 0x0b0
-#define APIC_REG_LDR 0x0d0
-#define APIC_REG_SVR 0x0f0
-#define APIC_REG_ISR 0x100 /* 8 registers, 0x10 apart */
-#define APIC_REG_TMR 0x180
-#define APIC_REG_IRR 0x200
-#define APIC_REG_ESR 0x280
-#define APIC_REG_ICR_LOW 0x300
-#define APIC_REG_ICR_HIGH 0x310
-#define APIC_REG_LVT_TIMER 0x320
-#define APIC_REG_LVT_THERMAL 0x330
-#define APIC_REG_LVT_PERF 0x340
-#define APIC_REG_LVT_LINT0 0x350
-#define APIC_REG_LVT_LINT1 0x360
-#define APIC_REG_LVT_ERROR 0x370
-#define APIC_REG_TIMER_ICR 0x380
-#define APIC_REG_TIMER_CCR 0x390
-#define APIC_REG_TIMER_DCR 0x3e0
-#define APIC_REG_SELF_IPI 0x3f0 /* x2APIC only */
-
-#define APIC_VERSION 0x14
-#define APIC_SVR_ENABLE (1u << 8)
-#define APIC_LVT_MASKED (1u << 16)
-#define APIC_LVT_TIMER_ONESHOT (0u << 17)
-#define APIC_LVT_TIMER_PERIODIC (1u << 17)
-#define APIC_LVT_TIMER_TSCDEADLINE (2u << 17)
-#define APIC_ICR_DM_FIXED (0u << 8)
-#define APIC_ICR_DM_NMI (4u << 8)
-#define APIC_ICR_DM_INIT (5u << 8)
-#define APIC_ICR_DM_STARTUP (6u << 8)
-#define APIC_ICR_LEVEL_ASSERT (1u << 14)
-#define APIC_ICR_DEST_SELF (1u << 18)
-#define APIC_ICR_DEST_ALL (2u << 18)
-#define APIC_ICR_DEST_ALL_BUT_SELF (3u << 18)
+/* The local APIC (both modes) and the IOAPIC: their registers. */
+#include "apic_regs.h"
 
 /* The local APIC timer counts at this rate with a divide of 1 (as KVM's
  * in-kernel APIC: 1 ns per count); CPUID_HV_TIMING reports it too. */

@@ -49,7 +49,7 @@
 #define NCPUS_MAX 2
 #define STEPS_MAX 2048
 #define IOAPIC_PINS 24
-#define RTE_RO_LOW ((1u << 12) | (1u << 14)) /* delivery status, remote IRR */
+#define RTE_RO_LOW (APIC_SEND_PENDING | APIC_REMOTE_IRR)
 
 struct in {
 	const uint8_t *p;
@@ -118,7 +118,7 @@ static bool fuzz_suppress(const struct vcpu *v)
 /* The highest vector set in a 256-bit IRR/ISR/TMR, or -1. */
 static int vec_highest(const uint32_t *bits)
 {
-	for (int i = 7; i >= 0; i--)
+	for (int i = APIC_VECTOR_BANKS - 1; i >= 0; i--)
 		if (bits[i])
 			return i * 32 + 31 - __builtin_clz(bits[i]);
 	return -1;
@@ -128,9 +128,10 @@ static int vec_highest(const uint32_t *bits)
 static uint32_t expected_ppr(const struct lapic *l)
 {
 	int isrv = vec_highest(l->isr);
-	uint32_t cls = isrv < 0 ? 0 : (uint32_t)isrv & 0xf0;
+	uint32_t cls = isrv < 0 ? 0 : (uint32_t)isrv & APIC_PRIORITY_CLASS;
 
-	return (l->tpr & 0xf0) >= cls ? l->tpr & 0xff : cls;
+	return (l->tpr & APIC_PRIORITY_CLASS) >= cls ?
+	       l->tpr & APIC_PRIORITY_MASK : cls;
 }
 
 /* Caller holds no vCPU lock. */
@@ -141,11 +142,13 @@ static void check_lapic(struct vcpu *v)
 
 	pthread_mutex_lock(&v->lock);
 	assert(!(l->irr[0] & 0xffff) && !(l->isr[0] & 0xffff));
-	assert(l->tpr <= 0xff);
+	assert(l->tpr <= APIC_PRIORITY_MASK);
 	pend = lapic_pending_vector(l);
 	if (pend >= 0) {
-		assert(pend >= 16 && pend <= 255);
-		assert(((uint32_t)pend & 0xf0) > (expected_ppr(l) & 0xf0));
+		assert(pend >= APIC_VECTOR_FIRST_VALID &&
+		       pend < APIC_VECTOR_COUNT);
+		assert(((uint32_t)pend & APIC_PRIORITY_CLASS) >
+		       (expected_ppr(l) & APIC_PRIORITY_CLASS));
 	}
 	if (l->timer_icr || l->timer_deadline_ns)
 		assert(lapic_timer_read_ccr(v) <= l->timer_icr);
@@ -310,14 +313,15 @@ static void ioapic_note(uint64_t off, const uint8_t *d, unsigned int len,
 			bool is_write)
 {
 	uint32_t val = 0, mask = len < 4 ? (1u << (8 * len)) - 1 : ~0u;
-	unsigned int pin = (sh.ioapic_regsel - 0x10) / 2;
+	unsigned int pin = (sh.ioapic_regsel - IOAPIC_REG_REDTBL) / 2;
 
 	memcpy(&val, d, len < 4 ? len : 4);
-	if (off == 0 && is_write) {
+	if (off == IOAPIC_MMIO_REGSEL && is_write) {
 		sh.ioapic_regsel = val & 0xff;
 		return;
 	}
-	if (off != 0x10 || sh.ioapic_regsel < 0x10 || pin >= IOAPIC_PINS)
+	if (off != IOAPIC_MMIO_WIN || sh.ioapic_regsel < IOAPIC_REG_REDTBL ||
+	    pin >= IOAPIC_PINS)
 		return;
 	if (is_write) {
 		sh.rte[pin][sh.ioapic_regsel & 1] = val;
@@ -337,7 +341,7 @@ static void mmio(struct vcpu *v, uint64_t addr, unsigned int len,
 {
 	uint8_t d[16];
 	bool lapic;
-	uint32_t reg = (uint32_t)addr & 0xff0;
+	uint32_t reg = (uint32_t)addr & APIC_REG_OFFSET_MASK;
 
 	memset(d, 0xa5, sizeof(d));
 	if (is_write)
@@ -358,11 +362,11 @@ static void mmio(struct vcpu *v, uint64_t addr, unsigned int len,
 
 		memcpy(&r, d, 4);
 		pthread_mutex_lock(&v->lock);
-		if (reg == 0xa0)
+		if (reg == APIC_REG_PPR)
 			assert(r == expected_ppr(&v->lapic));
-		if (reg == 0x80)
-			assert(r == (v->lapic.tpr & 0xff));
-		if (reg == 0x390)
+		if (reg == APIC_REG_TPR)
+			assert(r == (v->lapic.tpr & APIC_PRIORITY_MASK));
+		if (reg == APIC_REG_TIMER_CCR)
 			assert(r <= v->lapic.timer_icr);
 		pthread_mutex_unlock(&v->lock);
 	} else if (!lapic && addr - GUEST_IOAPIC_BASE < 0x1000) {
@@ -390,12 +394,13 @@ static void msr(struct vcpu *v, uint32_t index, bool is_write, uint64_t val)
 	} else if (index == MSR_SYSIDLE_PVTICK_MISSED && !is_write) {
 		sh.pvt_missed_read[v->id] += x;
 	} else if (!is_write && index >= MSR_X2APIC_BASE &&
-		   index <= MSR_X2APIC_LAST && index != MSR_X2APIC_BASE + 0x30) {
+		   index <= MSR_X2APIC_LAST &&
+		   index != APIC_X2APIC_MSR(APIC_REG_ICR_LOW)) {
 		assert(x <= 0xffffffffu); /* 32-bit registers but the ICR */
 		pthread_mutex_lock(&v->lock);
-		if (index == MSR_X2APIC_BASE + 0x0a)
+		if (index == APIC_X2APIC_MSR(APIC_REG_PPR))
 			assert(x == expected_ppr(&v->lapic));
-		if (index == MSR_X2APIC_BASE + 0x39)
+		if (index == APIC_X2APIC_MSR(APIC_REG_TIMER_CCR))
 			assert(x <= v->lapic.timer_icr);
 		pthread_mutex_unlock(&v->lock);
 	}
@@ -443,7 +448,7 @@ static void step_mmio(struct vcpu *v, struct in *in)
 	case 3: addr = 0xff000000u + off; break;
 	case 4: addr = PCI_MMIO_WINDOW_BASE + ((off & 0x7f) << 2); break; /* edu */
 	case 5: addr = GUEST_IOAPIC_BASE + (off & 0xfff); break;
-	case 6: addr = 0xfee00000u + (off & 0xfff); break;
+	case 6: addr = GUEST_LAPIC_BASE + (off & (APIC_PAGE_SIZE - 1)); break;
 	default: addr = (uint32_t)(off | take(in, 2) << 16); break;
 	}
 	mmio(v, addr, len, w, w ? take(in, len) : 0);

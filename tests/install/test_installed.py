@@ -85,6 +85,7 @@ def test_install(t):
     expect = ["bin/" + p for p in PROGRAMS] + [
         "share/sysidle/guests/idle.elf", "share/sysidle/guests/selftest.elf",
         "include/sysidle/sysidle.h", "include/sysidle/guest_abi.h",
+        "include/sysidle/apic_regs.h",
         "share/man/man1/sysidle-vmm.1", "share/man/man1/sysidlectl.1",
         "share/man/man8/sysidle-libvirt.8",
         "share/man/man8/sysidle-consolidate.8",

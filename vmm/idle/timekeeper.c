@@ -68,9 +68,9 @@ bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period)
 		return !t->suppressed;
 	}
 	*period = lapic_timer_tick_period(l);
-	if (!*period || (l->lvt[0] & APIC_LVT_MASKED))
+	if (!*period || (l->lvt[LAPIC_LVT_TIMER] & APIC_LVT_MASKED))
 		return false;
-	*vector = (uint8_t)l->lvt[0];
+	*vector = (uint8_t)l->lvt[LAPIC_LVT_TIMER];
 	return true;
 }
 
@@ -169,19 +169,20 @@ void tk_exit(struct vcpu *v)
 		ok = r->msr.index == MSR_SYSIDLE_PVTICK_MISSED;
 		break;
 	case KVM_EXIT_X86_WRMSR:
-		ok = r->msr.index == MSR_X2APIC_BASE + (APIC_REG_EOI >> 4) ||
+		ok = r->msr.index == APIC_X2APIC_MSR(APIC_REG_EOI) ||
 		     (idle.tk_rearm &&
 		      (r->msr.index == MSR_IA32_TSC_DEADLINE ||
-		       r->msr.index == MSR_X2APIC_BASE +
-				       (APIC_REG_TIMER_ICR >> 4)));
+		       r->msr.index == APIC_X2APIC_MSR(APIC_REG_TIMER_ICR)));
 		break;
 	case KVM_EXIT_MMIO:
 		/* the xAPIC page where this vCPU's APIC base puts it */
 		ok = r->mmio.is_write &&
 		     lapic_mmio_claims(&v->lapic, r->mmio.phys_addr) &&
-		     ((r->mmio.phys_addr & 0xfff) == APIC_REG_EOI ||
-		      (idle.tk_rearm && (r->mmio.phys_addr & 0xfff) ==
-					APIC_REG_TIMER_ICR));
+		     ((r->mmio.phys_addr & (APIC_PAGE_SIZE - 1)) ==
+			      APIC_REG_EOI ||
+		      (idle.tk_rearm &&
+		       (r->mmio.phys_addr & (APIC_PAGE_SIZE - 1)) ==
+			       APIC_REG_TIMER_ICR));
 		break;
 	default:
 		ok = false;

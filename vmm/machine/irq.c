@@ -7,28 +7,25 @@
 #include "machine/devices/devices.h"
 #include "machine/vm.h"
 
-enum { DM_FIXED = 0, DM_LOWEST = 1, DM_NMI = 4, DM_INIT = 5, DM_SIPI = 6,
-       DM_EXTINT = 7 };
-
 /* Caller holds t->lock. */
 static void irq_post(struct vcpu *t, const struct irq_msg *m)
 {
 	switch (m->mode) {
-	case DM_FIXED:
-	case DM_LOWEST:
+	case APIC_DM_FIXED:
+	case APIC_DM_LOWEST:
 		lapic_set_irr(&t->lapic, m->vector, m->trigger_level);
 		break;
-	case DM_NMI:
+	case APIC_DM_NMI:
 		/* One in service (blocked by the CPU) and one latched: a
 		 * second NMI before the first is taken is not merged. */
 		if (t->nmi_pending < 2)
 			t->nmi_pending++;
 		break;
-	case DM_INIT:
+	case APIC_DM_INIT:
 		t->init_pending = true;
 		t->sipi_pending = false;
 		break;
-	case DM_SIPI:
+	case APIC_DM_STARTUP:
 		/* Accepted while waiting, or when an INIT is not yet seen. */
 		if (t->state != VCPU_WAIT_SIPI && !t->init_pending)
 			return;
@@ -55,14 +52,14 @@ static bool irq_targets(const struct irq_msg *m, struct vcpu *src,
 	bool x2 = m->x2apic;
 
 	switch (m->shorthand) {
-	case 1: return t == src;
-	case 2: return true;
-	case 3: return t != src;
+	case APIC_SHORTHAND_SELF: return t == src;
+	case APIC_SHORTHAND_ALL: return true;
+	case APIC_SHORTHAND_ALL_BUT_SELF: return t != src;
 	default:
 		if (!x2 && lapic_x2apic(&t->lapic)) {
-			dest &= 0xff;
-			if (!src && dest == 0xff)
-				dest = 0xffffffffu;
+			dest &= APIC_XAPIC_ID_MASK;
+			if (!src && dest == APIC_BROADCAST_XAPIC)
+				dest = APIC_BROADCAST_X2APIC;
 			x2 = true;
 		}
 		return lapic_match(&t->lapic, dest, m->logical, x2);
@@ -81,7 +78,7 @@ void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m)
 		if (hit)
 			irq_post(t, m);
 		pthread_mutex_unlock(&t->lock);
-		if (hit && m->mode == DM_LOWEST)
+		if (hit && m->mode == APIC_DM_LOWEST)
 			return;
 	}
 }
@@ -102,13 +99,13 @@ void irq_isa_set(unsigned int line, bool level)
 static bool irq_extint_accepted(const struct vcpu *v)
 {
 	const struct lapic *l = &v->lapic;
-	uint32_t lint0 = l->lvt[(APIC_REG_LVT_LINT0 - APIC_REG_LVT_TIMER) >> 4];
+	uint32_t lint0 = l->lvt[LAPIC_LVT_LINT0];
 
 	if (!(l->base_msr & APIC_BASE_BSP))
 		return false;
 	if (!(l->base_msr & APIC_BASE_ENABLE))
 		return true;
-	return !(lint0 & APIC_LVT_MASKED) && ((lint0 >> 8) & 7) == DM_EXTINT;
+	return !(lint0 & APIC_LVT_MASKED) && APIC_DM_OF(lint0) == APIC_DM_EXTINT;
 }
 
 bool irq_extint_pending(const struct vcpu *v)
@@ -147,14 +144,16 @@ void irq_set_remap(irq_remap_fn fn)
  * message. */
 bool irq_msi_decode(uint64_t addr, uint32_t data, struct irq_msg *m)
 {
-	if ((addr >> 20) != 0xfee)
+	if ((addr >> APIC_MSI_ADDR_SHIFT) !=
+	    APIC_MSI_ADDR_BASE >> APIC_MSI_ADDR_SHIFT)
 		return false;
 	*m = (struct irq_msg){
-		.dest = (uint32_t)(addr >> 12) & 0xff,
-		.logical = addr & (1u << 2),
+		.dest = (uint32_t)(addr >> APIC_MSI_ADDR_DEST_SHIFT) &
+			APIC_XAPIC_ID_MASK,
+		.logical = addr & APIC_MSI_ADDR_DEST_LOGICAL,
 		.vector = (uint8_t)data,
-		.mode = (uint8_t)((data >> 8) & 7),
-		.trigger_level = data & (1u << 15),
+		.mode = (uint8_t)APIC_DM_OF(data),
+		.trigger_level = data & APIC_TRIGGER_LEVEL,
 	};
 	return true;
 }

@@ -145,7 +145,7 @@ static void vcpu_inject(struct vcpu *v)
 	lapic_pv_eoi_enter(v, v->vm->idle && v->vm->idle->exit_wanted(v));
 	/* KVM loads CR8 from here at KVM_RUN: the TPR, as the guest last
 	 * wrote it through the APIC registers (or INIT reset it). */
-	v->run->cr8 = v->lapic.tpr >> 4;
+	v->run->cr8 = v->lapic.tpr >> APIC_PRIORITY_CLASS_SHIFT;
 }
 
 /*
@@ -157,10 +157,10 @@ static void vcpu_sync_cr8(struct vcpu *v)
 {
 	uint64_t cr8 = v->run->cr8;
 
-	if (cr8 == v->lapic.tpr >> 4)
+	if (cr8 == v->lapic.tpr >> APIC_PRIORITY_CLASS_SHIFT)
 		return;
 	pthread_mutex_lock(&v->lock);
-	v->lapic.tpr = (uint32_t)(cr8 & 0xf) << 4;
+	v->lapic.tpr = (uint32_t)(cr8 & 0xf) << APIC_PRIORITY_CLASS_SHIFT;
 	pthread_mutex_unlock(&v->lock);
 }
 
@@ -197,8 +197,9 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 		break;
 	case KVM_EXIT_MMIO:
 		if (lapic_mmio_claims(&v->lapic, r->mmio.phys_addr))
-			lapic_mmio(v, r->mmio.phys_addr & 0xfff, r->mmio.data,
-				   r->mmio.len, r->mmio.is_write, NULL);
+			lapic_mmio(v, r->mmio.phys_addr & (APIC_PAGE_SIZE - 1),
+				   r->mmio.data, r->mmio.len, r->mmio.is_write,
+				   NULL);
 		else
 			bus_access(v, BUS_MMIO, r->mmio.phys_addr, r->mmio.data,
 				   r->mmio.len, r->mmio.is_write);

@@ -141,8 +141,10 @@ static int vcpu_read_tsc(struct vcpu *v)
 static void vcpu_firmware_apic(struct lapic *l)
 {
 	l->svr |= APIC_SVR_ENABLE;
-	l->lvt[(APIC_REG_LVT_LINT0 - APIC_REG_LVT_TIMER) >> 4] = 0x8700;
-	l->lvt[(APIC_REG_LVT_LINT1 - APIC_REG_LVT_TIMER) >> 4] = 0x8400;
+	l->lvt[LAPIC_LVT_LINT0] = APIC_TRIGGER_LEVEL |
+				  APIC_DM_FIELD(APIC_DM_EXTINT);
+	l->lvt[LAPIC_LVT_LINT1] = APIC_TRIGGER_LEVEL |
+				  APIC_DM_FIELD(APIC_DM_NMI);
 }
 
 static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)

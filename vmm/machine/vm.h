@@ -250,8 +250,8 @@ void vcpu_reset(struct vcpu *v);
 struct irq_msg {
 	uint32_t dest;
 	uint8_t vector;
-	uint8_t mode;      /* APIC delivery mode, 0..7 */
-	uint8_t shorthand; /* 0 none, 1 self, 2 all, 3 all but self */
+	uint8_t mode;      /* enum apic_delivery_mode */
+	uint8_t shorthand; /* APIC_SHORTHAND_NONE, _SELF, _ALL, _ALL_BUT_SELF */
 	bool logical;
 	bool level;        /* ICR level: assert (INIT de-assert is dropped) */
 	bool trigger_level; /* level-triggered: EOI goes back to the IOAPIC */

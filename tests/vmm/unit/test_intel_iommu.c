@@ -38,9 +38,12 @@ void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m)
 
 bool irq_msi_decode(uint64_t addr, uint32_t data, struct irq_msg *m)
 {
-	*m = (struct irq_msg){ .dest = (uint32_t)(addr >> 12) & 0xff,
-			       .vector = (uint8_t)data };
-	return (addr >> 20) == 0xfee;
+	*m = (struct irq_msg){
+		.dest = (uint32_t)(addr >> APIC_MSI_ADDR_DEST_SHIFT) &
+			APIC_XAPIC_ID_MASK,
+		.vector = (uint8_t)data };
+	return (addr >> APIC_MSI_ADDR_SHIFT) ==
+	       APIC_MSI_ADDR_BASE >> APIC_MSI_ADDR_SHIFT;
 }
 
 int bus_register(enum bus_space space, uint64_t base, uint64_t len,

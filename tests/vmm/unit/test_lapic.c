@@ -63,12 +63,12 @@ static uint64_t base_read(void)
 
 static int x2_read(uint32_t reg, uint64_t *val)
 {
-	return lapic_msr_read(v, MSR_X2APIC_BASE + (reg >> 4), val);
+	return lapic_msr_read(v, APIC_X2APIC_MSR(reg), val);
 }
 
 static int x2_write(uint32_t reg, uint64_t val)
 {
-	return lapic_msr_write(v, MSR_X2APIC_BASE + (reg >> 4), val);
+	return lapic_msr_write(v, APIC_X2APIC_MSR(reg), val);
 }
 
 /* --- IA32_APIC_BASE --- */
@@ -171,7 +171,7 @@ END_TEST
 
 START_TEST(disable_drops_state_keeps_tpr)
 {
-	mmio_write(APIC_REG_SVR, 0x1ff);
+	mmio_write(APIC_REG_SVR, APIC_SVR_ENABLE | 0xff);
 	mmio_write(APIC_REG_TPR, 0x20);
 	lapic_set_irr(&v->lapic, 0x80, false);
 	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0x80);
@@ -189,13 +189,21 @@ END_TEST
 
 START_TEST(x2apic_gp_rules)
 {
-	static const uint32_t no_read[] = { 0x090, 0x0b0, 0x0c0, 0x0e0, 0x2f0,
-		0x310, 0x3f0, 0x040, 0x3a0 };
-	static const uint32_t no_write[] = { 0x020, 0x030, 0x090, 0x0a0,
-		0x0d0, 0x0e0, 0x100, 0x170, 0x180, 0x200, 0x270, 0x2f0, 0x310,
-		0x390, 0x3a0 };
-	static const uint32_t high_gp[] = { 0x080, 0x0b0, 0x0f0, 0x280, 0x320,
-		0x330, 0x340, 0x350, 0x360, 0x370, 0x380, 0x3e0, 0x3f0 };
+	/* 0x040 and 0x3a0: reserved offsets */
+	static const uint32_t no_read[] = { APIC_REG_APR, APIC_REG_EOI,
+		APIC_REG_RRD, APIC_REG_DFR, APIC_REG_LVT_CMCI,
+		APIC_REG_ICR_HIGH, APIC_REG_SELF_IPI, 0x040, 0x3a0 };
+	static const uint32_t no_write[] = { APIC_REG_ID, APIC_REG_VERSION,
+		APIC_REG_APR, APIC_REG_PPR, APIC_REG_LDR, APIC_REG_DFR,
+		APIC_REG_ISR, APIC_REG_BANK(APIC_REG_ISR, 7), APIC_REG_TMR,
+		APIC_REG_IRR, APIC_REG_BANK(APIC_REG_IRR, 7),
+		APIC_REG_LVT_CMCI, APIC_REG_ICR_HIGH, APIC_REG_TIMER_CCR,
+		0x3a0 };
+	static const uint32_t high_gp[] = { APIC_REG_TPR, APIC_REG_EOI,
+		APIC_REG_SVR, APIC_REG_ESR, APIC_REG_LVT_TIMER,
+		APIC_REG_LVT_THERMAL, APIC_REG_LVT_PERF, APIC_REG_LVT_LINT0,
+		APIC_REG_LVT_LINT1, APIC_REG_LVT_ERROR, APIC_REG_TIMER_ICR,
+		APIC_REG_TIMER_DCR, APIC_REG_SELF_IPI };
 	uint64_t val = 0;
 
 	ck_assert_int_eq(x2_read(APIC_REG_VERSION, &val), -1); /* xAPIC mode */
@@ -231,7 +239,7 @@ START_TEST(x2apic_self_ipi_and_icr)
 	ck_assert_int_eq(x2_write(APIC_REG_SELF_IPI, 0x41), 0);
 	ck_assert_int_eq(sends, 1);
 	ck_assert_uint_eq(last_msg.vector, 0x41);
-	ck_assert_uint_eq(last_msg.shorthand, 1);
+	ck_assert_uint_eq(last_msg.shorthand, APIC_SHORTHAND_SELF);
 	ck_assert_int_eq(x2_write(APIC_REG_ICR_LOW, (7ull << 32) | 0x42), 0);
 	ck_assert_int_eq(sends, 2);
 	ck_assert_uint_eq(last_msg.dest, 7);
@@ -250,7 +258,7 @@ START_TEST(tsc_deadline_hidden)
 	cfg.cpu_features_off = CPU_F_TSC_DEADLINE;
 	ck_assert_int_eq(lapic_msr_read(v, MSR_IA32_TSC_DEADLINE, &val), -1);
 	ck_assert_int_eq(lapic_msr_write(v, MSR_IA32_TSC_DEADLINE, 1), -1);
-	mmio_write(APIC_REG_SVR, 0x1ff);
+	mmio_write(APIC_REG_SVR, APIC_SVR_ENABLE | 0xff);
 	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_TSCDEADLINE | 0xef);
 	ck_assert_uint_eq(mmio_read(APIC_REG_LVT_TIMER), 0xef);
 }
@@ -260,8 +268,8 @@ END_TEST
 
 static void timer_setup(uint32_t mode, uint32_t count)
 {
-	mmio_write(APIC_REG_SVR, 0x1ff);
-	mmio_write(APIC_REG_TIMER_DCR, 0xb); /* divide by 1: 1 ns a count */
+	mmio_write(APIC_REG_SVR, APIC_SVR_ENABLE | 0xff);
+	mmio_write(APIC_REG_TIMER_DCR, APIC_TDCR_DIV_1); /* 1 ns a count */
 	mmio_write(APIC_REG_LVT_TIMER, mode | 0xee);
 	mmio_write(APIC_REG_TIMER_ICR, count);
 }

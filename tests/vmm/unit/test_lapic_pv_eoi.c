@@ -143,7 +143,7 @@ START_TEST(not_set_when_eoi_must_exit)
 	lapic_eoi_write(v);
 	/* the LAPIC timer's vector with ticks owed (CATCHUP: the next one
 	 * goes in at its EOI) */
-	v->lapic.lvt[0] = VEC;
+	v->lapic.lvt[LAPIC_LVT_TIMER] = VEC;
 	v->lapic.timer_owed = 2;
 	take(VEC, false);
 	lapic_pv_eoi_enter(v, false);

@@ -9,12 +9,12 @@
 #include "machine/vm.h"
 
 #define IOAPIC_PINS 24
-#define IOAPIC_VERSION 0x20 /* with the EOI register at 0x40 */
-#define RTE_MASKED (1ull << 16)
-#define RTE_LEVEL (1ull << 15)
-#define RTE_REMOTE_IRR (1ull << 14)
-#define RTE_REMAPPABLE (1ull << 48)
-#define RTE_RO_BITS ((1ull << 12) | RTE_REMOTE_IRR)
+#define IOAPIC_VERSION 0x20 /* with the EOI register, IOAPIC_MMIO_EOI */
+#define RTE_MASKED ((uint64_t)IOAPIC_RTE_MASKED)
+#define RTE_LEVEL ((uint64_t)APIC_TRIGGER_LEVEL)
+#define RTE_REMOTE_IRR ((uint64_t)APIC_REMOTE_IRR)
+#define RTE_REMAPPABLE (1ull << 48) /* VT-d's remappable format */
+#define RTE_RO_BITS ((uint64_t)APIC_SEND_PENDING | RTE_REMOTE_IRR)
 
 static struct {
 	pthread_mutex_t lock; /* taken before any vCPU lock */
@@ -29,10 +29,10 @@ static void ioapic_deliver(unsigned int pin)
 {
 	uint64_t e = io.rte[pin];
 	struct irq_msg m = {
-		.dest = (uint32_t)(e >> 56),
+		.dest = (uint32_t)(e >> IOAPIC_RTE_DEST_SHIFT),
 		.vector = (uint8_t)e,
-		.mode = (uint8_t)((e >> 8) & 7),
-		.logical = e & (1ull << 11),
+		.mode = (uint8_t)APIC_DM_OF(e),
+		.logical = e & APIC_DEST_LOGICAL,
 		.trigger_level = e & RTE_LEVEL,
 	};
 
@@ -47,9 +47,12 @@ static void ioapic_deliver(unsigned int pin)
 		/* An interrupt remapper's format: the entry goes out as the
 		 * MSI it stands for (bits 63:48 to address bits 19:4, bit 11
 		 * to bit 2), without a requester id. */
-		irq_msi(io.vm, 0xfee00000u | (e >> 48) << 4 | ((e >> 11) & 1) << 2,
-			(uint32_t)(e & 0xff) | (uint32_t)((e >> 8) & 7) << 8 |
-			(e & RTE_LEVEL ? 1u << 15 : 0), IRQ_SID_NONE);
+		irq_msi(io.vm, APIC_MSI_ADDR_BASE | (e >> 48) << 4 |
+				       ((e >> 11) & 1) << 2,
+			(uint32_t)(e & APIC_VECTOR_MASK) |
+				APIC_DM_FIELD(APIC_DM_OF(e)) |
+				(e & RTE_LEVEL ? APIC_TRIGGER_LEVEL : 0),
+			IRQ_SID_NONE);
 		return;
 	}
 	irq_send(io.vm, NULL, &m);
@@ -85,14 +88,16 @@ void ioapic_eoi(uint8_t vector)
 
 static uint32_t ioapic_read(uint32_t reg)
 {
-	unsigned int pin = (reg - 0x10) / 2;
+	unsigned int pin = (reg - IOAPIC_REG_REDTBL) / 2;
 
 	switch (reg) {
-	case 0: return io.id;
-	case 1: return ((IOAPIC_PINS - 1) << 16) | IOAPIC_VERSION;
-	case 2: return io.id;
+	case IOAPIC_REG_ID: return io.id;
+	case IOAPIC_REG_VERSION:
+		return ((IOAPIC_PINS - 1) << IOAPIC_VERSION_MAX_RTE_SHIFT) |
+		       IOAPIC_VERSION;
+	case IOAPIC_REG_ARB: return io.id;
 	default:
-		if (reg >= 0x10 && pin < IOAPIC_PINS)
+		if (reg >= IOAPIC_REG_REDTBL && pin < IOAPIC_PINS)
 			return (uint32_t)(io.rte[pin] >> (reg & 1 ? 32 : 0));
 		return 0xffffffffu;
 	}
@@ -100,14 +105,14 @@ static uint32_t ioapic_read(uint32_t reg)
 
 static void ioapic_write(uint32_t reg, uint32_t val)
 {
-	unsigned int pin = (reg - 0x10) / 2;
+	unsigned int pin = (reg - IOAPIC_REG_REDTBL) / 2;
 	uint64_t e;
 
-	if (reg == 0) {
-		io.id = val & 0x0f000000u;
+	if (reg == IOAPIC_REG_ID) {
+		io.id = val & IOAPIC_ID_MASK;
 		return;
 	}
-	if (reg < 0x10 || pin >= IOAPIC_PINS)
+	if (reg < IOAPIC_REG_REDTBL || pin >= IOAPIC_PINS)
 		return;
 	e = io.rte[pin];
 	if (reg & 1)
@@ -131,18 +136,18 @@ static void ioapic_mmio(struct vcpu *v, uint64_t off, uint8_t *data,
 	(void)v; (void)opaque;
 	if (is_write)
 		memcpy(&val, data, len < 4 ? len : 4);
-	if (off == 0x40 && is_write) { /* directed EOI register */
+	if (off == IOAPIC_MMIO_EOI && is_write) { /* directed EOI */
 		ioapic_eoi((uint8_t)val);
 		return;
 	}
 	pthread_mutex_lock(&io.lock);
-	if (off == 0x00 && is_write)
+	if (off == IOAPIC_MMIO_REGSEL && is_write)
 		io.regsel = val & 0xff;
-	else if (off == 0x00)
+	else if (off == IOAPIC_MMIO_REGSEL)
 		val = io.regsel;
-	else if (off == 0x10 && is_write)
+	else if (off == IOAPIC_MMIO_WIN && is_write)
 		ioapic_write(io.regsel, val);
-	else if (off == 0x10)
+	else if (off == IOAPIC_MMIO_WIN)
 		val = ioapic_read(io.regsel);
 	pthread_mutex_unlock(&io.lock);
 	if (!is_write) {

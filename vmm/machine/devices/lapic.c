@@ -9,7 +9,7 @@
 #include "machine/devices/devices.h"
 #include "machine/vm.h"
 
-#define APIC_BASE_ADDR_MASK (~0xfffull)
+#define APIC_BASE_ADDR_MASK (~(uint64_t)(APIC_PAGE_SIZE - 1))
 
 /* Work to do after the lock is dropped: it takes other vCPUs' locks. */
 struct lapic_after {
@@ -34,12 +34,13 @@ bool lapic_mmio_claims(const struct lapic *l, uint64_t gpa)
 {
 	return (l->base_msr & (APIC_BASE_ENABLE | APIC_BASE_X2APIC)) ==
 		       APIC_BASE_ENABLE &&
-	       (gpa & ~0xfffull) == (l->base_msr & APIC_BASE_ADDR_MASK);
+	       (gpa & APIC_BASE_ADDR_MASK) ==
+		       (l->base_msr & APIC_BASE_ADDR_MASK);
 }
 
 static int vec_highest(const uint32_t *bits)
 {
-	for (int i = 7; i >= 0; i--)
+	for (int i = APIC_VECTOR_BANKS - 1; i >= 0; i--)
 		if (bits[i])
 			return i * 32 + 31 - __builtin_clz(bits[i]);
 	return -1;
@@ -58,18 +59,27 @@ static bool vec_test(const uint32_t *bits, int vec)
 	return bits[vec / 32] & (1u << (vec % 32));
 }
 
+/* @reg is one of the 8 registers of the vector array (ISR, TMR, IRR)
+ * starting at @reg0. */
+static bool reg_in_bank(uint32_t reg, uint32_t reg0)
+{
+	return reg >= reg0 && reg < APIC_REG_BANK(reg0, APIC_VECTOR_BANKS);
+}
+
 static uint32_t lapic_ppr(const struct lapic *l)
 {
 	int isrv = vec_highest(l->isr);
-	uint32_t isr_class = isrv < 0 ? 0 : (uint32_t)isrv & 0xf0;
+	uint32_t isr_class = isrv < 0 ? 0 : (uint32_t)isrv & APIC_PRIORITY_CLASS;
 
-	return (l->tpr & 0xf0) >= isr_class ? l->tpr & 0xff : isr_class;
+	return (l->tpr & APIC_PRIORITY_CLASS) >= isr_class ?
+	       l->tpr & APIC_PRIORITY_MASK : isr_class;
 }
 
 static uint32_t lapic_ldr(const struct lapic *l)
 {
 	if (lapic_x2apic(l))
-		return ((l->id >> 4) << 16) | (1u << (l->id & 0xf));
+		return ((l->id >> 4) << APIC_LDR_X2APIC_CLUSTER_SHIFT) |
+		       (1u << (l->id & 0xf));
 	return l->ldr;
 }
 
@@ -79,7 +89,8 @@ int lapic_pending_vector(const struct lapic *l)
 	int irrv = vec_highest(l->irr);
 
 	if (irrv < 0 || !(l->svr & APIC_SVR_ENABLE) || !lapic_hw_enabled(l) ||
-	    ((uint32_t)irrv & 0xf0) <= (lapic_ppr(l) & 0xf0))
+	    ((uint32_t)irrv & APIC_PRIORITY_CLASS) <=
+	    (lapic_ppr(l) & APIC_PRIORITY_CLASS))
 		return -1;
 	return irrv;
 }
@@ -95,8 +106,8 @@ void lapic_set_irr(struct lapic *l, uint8_t vector, bool level)
 {
 	if (!lapic_hw_enabled(l))
 		return; /* a disabled APIC takes no interrupts */
-	if (vector < 16) {
-		l->esr |= 1u << 6; /* received illegal vector */
+	if (vector < APIC_VECTOR_FIRST_VALID) {
+		l->esr |= APIC_ESR_RECV_ILLEGAL_VECTOR;
 		return;
 	}
 	vec_set(l->irr, vector, true);
@@ -105,7 +116,7 @@ void lapic_set_irr(struct lapic *l, uint8_t vector, bool level)
 
 bool lapic_irr_only(const struct lapic *l, int vector)
 {
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < APIC_VECTOR_BANKS; i++)
 		if (l->irr[i] != (i == vector / 32 ? 1u << (vector % 32) : 0))
 			return false;
 	return true;
@@ -124,7 +135,7 @@ int lapic_isr_highest(const struct lapic *l)
 bool lapic_eoi_has_work(const struct lapic *l, int vector)
 {
 	return vec_test(l->tmr, vector) ||
-	       (vector == (uint8_t)l->lvt[0] && l->timer_owed);
+	       (vector == (uint8_t)l->lvt[LAPIC_LVT_TIMER] && l->timer_owed);
 }
 
 bool lapic_match(const struct lapic *l, uint32_t dest, bool logical,
@@ -133,18 +144,20 @@ bool lapic_match(const struct lapic *l, uint32_t dest, bool logical,
 	uint32_t ldr = lapic_ldr(l);
 
 	if (x2apic) {
-		if (dest == 0xffffffffu)
+		if (dest == APIC_BROADCAST_X2APIC)
 			return true;
 		if (!logical)
 			return dest == l->id;
-		return (dest >> 16) == (ldr >> 16) && (dest & ldr & 0xffff);
+		return (dest >> APIC_LDR_X2APIC_CLUSTER_SHIFT) ==
+			       (ldr >> APIC_LDR_X2APIC_CLUSTER_SHIFT) &&
+		       (dest & ldr & APIC_LDR_X2APIC_MEMBERS);
 	}
-	dest &= 0xff;
-	if (dest == 0xff)
+	dest &= APIC_XAPIC_ID_MASK;
+	if (dest == APIC_BROADCAST_XAPIC)
 		return true;
 	if (!logical)
-		return dest == (l->id & 0xff);
-	return dest & (ldr >> 24);
+		return dest == (l->id & APIC_XAPIC_ID_MASK);
+	return dest & (ldr >> APIC_ID_SHIFT);
 }
 
 /* Every register but the ID (and the TPR when @keep_tpr) to its
@@ -156,9 +169,9 @@ static void lapic_regs_reset(struct vcpu *v, bool keep_tpr)
 	lapic_timer_stop(v);
 	if (!keep_tpr)
 		l->tpr = 0;
-	l->svr = 0xff;
+	l->svr = APIC_SVR_VECTOR;
 	l->ldr = 0;
-	l->dfr = 0xffffffffu;
+	l->dfr = APIC_DFR_FLAT;
 	l->esr = 0;
 	l->icr_low = l->icr_high = 0;
 	for (int i = 0; i < LAPIC_NR_LVT; i++)
@@ -199,7 +212,7 @@ static void lapic_eoi(struct vcpu *v, struct lapic_after *after)
 	vec_set(l->isr, vec, false);
 	if (vec_test(l->tmr, vec))
 		after->eoi_level_vector = vec;
-	if (vec == (uint8_t)l->lvt[0])
+	if (vec == (uint8_t)l->lvt[LAPIC_LVT_TIMER])
 		lapic_timer_eoi(v);
 }
 
@@ -210,16 +223,18 @@ static void lapic_icr_send(struct lapic *l, uint32_t low, uint32_t dest,
 	after->msg = (struct irq_msg){
 		.dest = dest,
 		.vector = (uint8_t)low,
-		.mode = (uint8_t)((low >> 8) & 7),
-		.logical = low & (1u << 11),
+		.mode = (uint8_t)APIC_DM_OF(low),
+		.logical = low & APIC_DEST_LOGICAL,
 		.level = low & APIC_ICR_LEVEL_ASSERT,
-		.shorthand = (uint8_t)((low >> 18) & 3),
+		.shorthand = (uint8_t)APIC_ICR_SHORTHAND_OF(low),
 		.x2apic = lapic_x2apic(l),
 	};
 	/* INIT level de-assert (trigger level, assert clear) is a no-op. */
-	if (after->msg.mode == 5 && (low & (1u << 15)) && !after->msg.level)
+	if (after->msg.mode == APIC_DM_INIT && (low & APIC_TRIGGER_LEVEL) &&
+	    !after->msg.level)
 		after->send = false;
-	if (after->msg.mode == 5 || after->msg.mode == 6)
+	if (after->msg.mode == APIC_DM_INIT ||
+	    after->msg.mode == APIC_DM_STARTUP)
 		after->msg.level = true;
 }
 
@@ -232,13 +247,14 @@ static uint64_t lapic_reg_read(struct vcpu *v, uint32_t reg)
 	bool x2 = lapic_x2apic(l);
 
 	switch (reg) {
-	case APIC_REG_ID: return x2 ? l->id : l->id << 24;
+	case APIC_REG_ID: return x2 ? l->id : l->id << APIC_ID_SHIFT;
 	case APIC_REG_VERSION:
-		return APIC_VERSION | ((LAPIC_NR_LVT - 1) << 16);
+		return APIC_VERSION |
+		       ((LAPIC_NR_LVT - 1) << APIC_VERSION_MAX_LVT_SHIFT);
 	case APIC_REG_TPR: return l->tpr;
-	case 0x0a0: return lapic_ppr(l);
+	case APIC_REG_PPR: return lapic_ppr(l);
 	case APIC_REG_LDR: return lapic_ldr(l);
-	case 0x0e0: return l->dfr;
+	case APIC_REG_DFR: return l->dfr;
 	case APIC_REG_SVR: return l->svr;
 	case APIC_REG_ESR: return l->esr;
 	case APIC_REG_ICR_LOW:
@@ -249,14 +265,14 @@ static uint64_t lapic_reg_read(struct vcpu *v, uint32_t reg)
 	case APIC_REG_TIMER_CCR: return lapic_timer_read_ccr(v);
 	case APIC_REG_TIMER_DCR: return l->timer_dcr;
 	default:
-		if (reg >= APIC_REG_ISR && reg < APIC_REG_ISR + 0x80)
-			return l->isr[(reg - APIC_REG_ISR) >> 4];
-		if (reg >= APIC_REG_TMR && reg < APIC_REG_TMR + 0x80)
-			return l->tmr[(reg - APIC_REG_TMR) >> 4];
-		if (reg >= APIC_REG_IRR && reg < APIC_REG_IRR + 0x80)
-			return l->irr[(reg - APIC_REG_IRR) >> 4];
+		if (reg_in_bank(reg, APIC_REG_ISR))
+			return l->isr[(reg - APIC_REG_ISR) / APIC_REG_STRIDE];
+		if (reg_in_bank(reg, APIC_REG_TMR))
+			return l->tmr[(reg - APIC_REG_TMR) / APIC_REG_STRIDE];
+		if (reg_in_bank(reg, APIC_REG_IRR))
+			return l->irr[(reg - APIC_REG_IRR) / APIC_REG_STRIDE];
 		if (reg >= APIC_REG_LVT_TIMER && reg <= APIC_REG_LVT_ERROR)
-			return l->lvt[(reg - APIC_REG_LVT_TIMER) >> 4];
+			return l->lvt[LAPIC_LVT_OF_REG(reg)];
 		return 0; /* APR, RRD, EOI, SELF IPI, reserved */
 	}
 }
@@ -272,30 +288,35 @@ static void lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
 	uint32_t v32 = (uint32_t)val;
 
 	switch (reg) {
-	case APIC_REG_ID: if (!x2) l->id = v32 >> 24; break;
-	case APIC_REG_TPR: l->tpr = v32 & 0xff; break;
+	case APIC_REG_ID: if (!x2) l->id = v32 >> APIC_ID_SHIFT; break;
+	case APIC_REG_TPR: l->tpr = v32 & APIC_PRIORITY_MASK; break;
 	case APIC_REG_EOI: lapic_eoi(v, after); break;
-	case APIC_REG_LDR: if (!x2) l->ldr = v32 & 0xff000000u; break;
-	case 0x0e0: if (!x2) l->dfr = v32 | 0x0fffffffu; break;
+	case APIC_REG_LDR: if (!x2) l->ldr = v32 & APIC_LDR_XAPIC_MASK; break;
+	case APIC_REG_DFR:
+		if (!x2)
+			l->dfr = v32 | APIC_DFR_RESERVED_ONES;
+		break;
 	case APIC_REG_SVR:
-		l->svr = v32 & 0x3ff;
+		l->svr = v32 & APIC_SVR_WRITABLE;
 		if (!(l->svr & APIC_SVR_ENABLE)) {
 			for (int i = 0; i < LAPIC_NR_LVT; i++)
 				l->lvt[i] |= APIC_LVT_MASKED;
-			lapic_timer_write_lvt(v, l->lvt[0]);
+			lapic_timer_write_lvt(v, l->lvt[LAPIC_LVT_TIMER]);
 		}
 		break;
 	case APIC_REG_ESR: l->esr = 0; break;
 	case APIC_REG_ICR_LOW:
-		l->icr_low = v32 & ~(1u << 12);
+		l->icr_low = v32 & ~APIC_SEND_PENDING;
 		if (x2)
 			l->icr_high = (uint32_t)(val >> 32);
-		lapic_icr_send(l, l->icr_low, x2 ? l->icr_high
-						 : l->icr_high >> 24, after);
+		lapic_icr_send(l, l->icr_low,
+			       x2 ? l->icr_high
+				  : l->icr_high >> APIC_ICR_HIGH_DEST_SHIFT,
+			       after);
 		break;
 	case APIC_REG_ICR_HIGH:
 		if (!x2)
-			l->icr_high = v32 & 0xff000000u;
+			l->icr_high = v32 & APIC_ICR_HIGH_DEST_MASK;
 		break;
 	case APIC_REG_LVT_TIMER:
 		if (!(l->svr & APIC_SVR_ENABLE))
@@ -306,14 +327,14 @@ static void lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
 	case APIC_REG_TIMER_DCR: lapic_timer_write_dcr(v, v32); break;
 	case APIC_REG_SELF_IPI:
 		if (x2)
-			lapic_icr_send(l, (v32 & 0xff) | APIC_ICR_DEST_SELF, 0,
-				       after);
+			lapic_icr_send(l, (v32 & APIC_VECTOR_MASK) |
+					       APIC_ICR_DEST_SELF, 0, after);
 		break;
 	default:
 		if (reg > APIC_REG_LVT_TIMER && reg <= APIC_REG_LVT_ERROR) {
 			if (!(l->svr & APIC_SVR_ENABLE))
 				v32 |= APIC_LVT_MASKED;
-			l->lvt[(reg - APIC_REG_LVT_TIMER) >> 4] = v32 & 0x1a7ff;
+			l->lvt[LAPIC_LVT_OF_REG(reg)] = v32 & APIC_LVT_WRITABLE;
 		}
 	}
 }
@@ -362,60 +383,63 @@ void lapic_mmio(struct vcpu *v, uint64_t off, uint8_t *data,
 	(void)opaque;
 	if (is_write) {
 		memcpy(&v32, data, len < 4 ? len : 4);
-		lapic_write(v, (uint32_t)off & 0xff0, v32);
+		lapic_write(v, (uint32_t)off & APIC_REG_OFFSET_MASK, v32);
 		return;
 	}
-	v32 = (uint32_t)lapic_read(v, (uint32_t)off & 0xff0);
+	v32 = (uint32_t)lapic_read(v, (uint32_t)off & APIC_REG_OFFSET_MASK);
 	memset(data, 0, len);
 	memcpy(data, &v32, len < 4 ? len : 4);
 }
 
 /*
- * x2APIC MSR 0x800 + @idx (@idx: the xAPIC offset >> 4): may it be read,
- * written, per the SDM's x2APIC register table. Anything else (APR, RRD,
- * DFR, the ICR's high half, the CMCI LVT this APIC does not have,
- * reserved MSRs) raises #GP both ways.
+ * The x2APIC MSR of register @reg (its xAPIC offset, any multiple of
+ * APIC_REG_STRIDE below APIC_PAGE_SIZE): may it be read, written, per the
+ * SDM's x2APIC register table. Anything else (APR, RRD, DFR, the ICR's
+ * high half, the CMCI LVT this APIC does not have, reserved MSRs) raises
+ * #GP both ways.
  */
 enum { X2APIC_RD = 1, X2APIC_WR = 2 };
-static unsigned int x2apic_access(uint32_t idx)
+static unsigned int x2apic_access(uint32_t reg)
 {
-	switch (idx) {
-	case 0x02: /* ID */
-	case 0x03: /* version */
-	case 0x0a: /* PPR */
-	case 0x0d: /* LDR */
-	case 0x39: /* timer current count */
+	switch (reg) {
+	case APIC_REG_ID:
+	case APIC_REG_VERSION:
+	case APIC_REG_PPR:
+	case APIC_REG_LDR:
+	case APIC_REG_TIMER_CCR:
 		return X2APIC_RD;
-	case 0x08: /* TPR */
-	case 0x0f: /* SVR */
-	case 0x28: /* ESR */
-	case 0x30: /* ICR, 64 bits */
-	case 0x38: /* timer initial count */
-	case 0x3e: /* timer divide configuration */
+	case APIC_REG_TPR:
+	case APIC_REG_SVR:
+	case APIC_REG_ESR:
+	case APIC_REG_ICR_LOW: /* the whole ICR, 64 bits */
+	case APIC_REG_TIMER_ICR:
+	case APIC_REG_TIMER_DCR:
 		return X2APIC_RD | X2APIC_WR;
-	case 0x0b: /* EOI */
-	case 0x3f: /* SELF IPI */
+	case APIC_REG_EOI:
+	case APIC_REG_SELF_IPI:
 		return X2APIC_WR;
 	default:
-		if (idx >= 0x10 && idx <= 0x27) /* ISR, TMR, IRR */
+		if (reg_in_bank(reg, APIC_REG_ISR) ||
+		    reg_in_bank(reg, APIC_REG_TMR) ||
+		    reg_in_bank(reg, APIC_REG_IRR))
 			return X2APIC_RD;
-		if (idx >= 0x32 && idx <= 0x37) /* the LVT but CMCI */
-			return X2APIC_RD | X2APIC_WR;
+		if (reg >= APIC_REG_LVT_TIMER && reg <= APIC_REG_LVT_ERROR)
+			return X2APIC_RD | X2APIC_WR; /* the LVT but CMCI */
 		return 0;
 	}
 }
 
-/* Whether WRMSR @val to x2APIC register @idx (writable) must #GP: bits
+/* Whether WRMSR @val to x2APIC register @reg (writable) must #GP: bits
  * 63:32 are reserved but in the ICR; EOI and ESR take 0 only; SELF IPI
  * takes a vector only. */
-static bool x2apic_write_faults(uint32_t idx, uint64_t val)
+static bool x2apic_write_faults(uint32_t reg, uint64_t val)
 {
-	if (idx != 0x30 && (val >> 32))
+	if (reg != APIC_REG_ICR_LOW && (val >> 32))
 		return true;
-	if (idx == 0x0b || idx == 0x28)
+	if (reg == APIC_REG_EOI || reg == APIC_REG_ESR)
 		return val != 0;
-	if (idx == 0x3f)
-		return val & ~0xffull;
+	if (reg == APIC_REG_SELF_IPI)
+		return val & ~(uint64_t)APIC_VECTOR_MASK;
 	return false;
 }
 
@@ -423,7 +447,7 @@ static bool x2apic_write_faults(uint32_t idx, uint64_t val)
  * above MAXPHYADDR, EXTD without x2APIC. */
 static uint64_t lapic_base_reserved(const struct vcpu *v)
 {
-	uint64_t r = 0x2ffull | ~((1ull << v->vm->phys_bits) - 1);
+	uint64_t r = APIC_BASE_RESERVED | ~((1ull << v->vm->phys_bits) - 1);
 
 	if (!vm_cpu_has(v->vm, CPU_F_X2APIC))
 		r |= APIC_BASE_X2APIC;
@@ -480,7 +504,7 @@ static int lapic_tsc_deadline_read(struct vcpu *v, uint64_t *val)
  * @v's thread, lock not held. */
 int lapic_msr_read(struct vcpu *v, uint32_t msr, uint64_t *val)
 {
-	uint32_t idx = msr - MSR_X2APIC_BASE;
+	uint32_t reg = APIC_X2APIC_REG(msr);
 
 	if (msr == MSR_IA32_APIC_BASE) {
 		*val = v->lapic.base_msr;
@@ -491,15 +515,15 @@ int lapic_msr_read(struct vcpu *v, uint32_t msr, uint64_t *val)
 	if (msr == MSR_KVM_PV_EOI)
 		return lapic_pv_eoi_msr_read(v, val);
 	if (!lapic_x2apic(&v->lapic) || msr < MSR_X2APIC_BASE ||
-	    msr > MSR_X2APIC_LAST || !(x2apic_access(idx) & X2APIC_RD))
+	    msr > MSR_X2APIC_LAST || !(x2apic_access(reg) & X2APIC_RD))
 		return -1;
-	*val = lapic_read(v, idx << 4);
+	*val = lapic_read(v, reg);
 	return 0;
 }
 
 int lapic_msr_write(struct vcpu *v, uint32_t msr, uint64_t val)
 {
-	uint32_t idx = msr - MSR_X2APIC_BASE;
+	uint32_t reg = APIC_X2APIC_REG(msr);
 
 	if (msr == MSR_IA32_APIC_BASE)
 		return lapic_base_write(v, val);
@@ -514,10 +538,10 @@ int lapic_msr_write(struct vcpu *v, uint32_t msr, uint64_t val)
 		return 0;
 	}
 	if (!lapic_x2apic(&v->lapic) || msr < MSR_X2APIC_BASE ||
-	    msr > MSR_X2APIC_LAST || !(x2apic_access(idx) & X2APIC_WR) ||
-	    x2apic_write_faults(idx, val))
+	    msr > MSR_X2APIC_LAST || !(x2apic_access(reg) & X2APIC_WR) ||
+	    x2apic_write_faults(reg, val))
 		return -1;
-	lapic_write(v, idx << 4, val);
+	lapic_write(v, reg, val);
 	return 0;
 }
 

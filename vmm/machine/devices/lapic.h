@@ -6,9 +6,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <sysidle/apic_regs.h>
+
 #include "base/housekeeping.h"
 
-#define LAPIC_NR_LVT 6 /* timer, thermal, perf, LINT0, LINT1, error */
+/* The LVT entries this APIC has (no CMCI), their slots in lapic.lvt[]:
+ * LVT_TIMER..LVT_ERROR, one register apart. */
+enum lapic_lvt {
+	LAPIC_LVT_TIMER,
+	LAPIC_LVT_THERMAL,
+	LAPIC_LVT_PERF,
+	LAPIC_LVT_LINT0,
+	LAPIC_LVT_LINT1,
+	LAPIC_LVT_ERROR,
+	LAPIC_NR_LVT
+};
+#define LAPIC_LVT_OF_REG(reg) (((reg) - APIC_REG_LVT_TIMER) / APIC_REG_STRIDE)
 
 struct vcpu;
 
@@ -40,7 +53,8 @@ struct lapic {
 	uint32_t tpr, svr, ldr, dfr, esr;
 	uint32_t icr_low, icr_high;
 	uint32_t lvt[LAPIC_NR_LVT];
-	uint32_t irr[8], isr[8], tmr[8];
+	uint32_t irr[APIC_VECTOR_BANKS], isr[APIC_VECTOR_BANKS],
+		 tmr[APIC_VECTOR_BANKS];
 
 	/* timer (lapic_timer.c) */
 	uint32_t timer_icr, timer_dcr;

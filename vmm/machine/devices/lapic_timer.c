@@ -13,19 +13,18 @@
 #include "base/housekeeping.h"
 #include "machine/vm.h"
 
-#define LVT_TIMER_MODE (3u << 17)
 #define TIMER_MIN_PERIOD_NS 50000ull /* periodic mode never faster */
 
 static uint32_t timer_divide(const struct lapic *l)
 {
 	uint32_t d = (l->timer_dcr & 3) | ((l->timer_dcr & 8) >> 1);
 
-	return d == 7 ? 1 : 2u << d;
+	return d == 7 ? 1 : 2u << d; /* 0b111: divide by 1 */
 }
 
 static uint32_t timer_mode(const struct lapic *l)
 {
-	return l->lvt[0] & LVT_TIMER_MODE;
+	return l->lvt[LAPIC_LVT_TIMER] & APIC_LVT_TIMER_MODE;
 }
 
 /* The deadline of a timer this vCPU's thread serves: another thread that
@@ -152,7 +151,7 @@ static void timer_periodic_run(struct vcpu *v, uint64_t now)
 {
 	struct lapic *l = &v->lapic;
 	uint64_t p = l->timer_period_ns, due = 0, fallback;
-	uint8_t vec = (uint8_t)l->lvt[0];
+	uint8_t vec = (uint8_t)l->lvt[LAPIC_LVT_TIMER];
 	bool catchup = tick_policy(v) == LAPIC_TICK_CATCHUP, pending;
 
 	if (now >= l->timer_next_ns) {
@@ -161,7 +160,7 @@ static void timer_periodic_run(struct vcpu *v, uint64_t now)
 	}
 	l->timer_start_ns = l->timer_next_ns - p;
 	l->timer_owed += due;
-	if (l->lvt[0] & APIC_LVT_MASKED) {
+	if (l->lvt[LAPIC_LVT_TIMER] & APIC_LVT_MASKED) {
 		l->timer_owed = 0;
 	} else if (l->timer_owed) {
 		pending = l->irr[vec / 32] & (1u << (vec % 32));
@@ -195,8 +194,8 @@ static void timer_oneshot_fire(struct vcpu *v)
 {
 	struct lapic *l = &v->lapic;
 
-	if (!(l->lvt[0] & APIC_LVT_MASKED)) {
-		lapic_set_irr(l, (uint8_t)l->lvt[0], false);
+	if (!(l->lvt[LAPIC_LVT_TIMER] & APIC_LVT_MASKED)) {
+		lapic_set_irr(l, (uint8_t)l->lvt[LAPIC_LVT_TIMER], false);
 		vcpu_kick_for(v, PAUSE_REASON_TIMER);
 	}
 	l->timer_deadline_ns = 0;
@@ -296,8 +295,8 @@ bool lapic_timer_hold(struct vcpu *v)
 	bool tick = l->timer_period_ns ||
 		    (l->timer_tick_ns && l->timer_deadline_ns);
 
-	if (!tick || (l->lvt[0] & APIC_LVT_MASKED) || l->timer_held ||
-	    l->timer_owed)
+	if (!tick || (l->lvt[LAPIC_LVT_TIMER] & APIC_LVT_MASKED) ||
+	    l->timer_held || l->timer_owed)
 		return false;
 	l->timer_held = true;
 	timer_cancel(v, true); /* off for long: no wake-up for it */
@@ -387,7 +386,7 @@ static uint64_t timer_next_expiry(const struct lapic *l, uint64_t now)
  * One-shot <-> periodic: the count goes on from where it is; a periodic
  * timer becomes one that stops at 0, a running one-shot one that reloads
  * at 0; an expired one-shot stays at 0. Caller holds the lock, the mode
- * already changed in lvt[0].
+ * already changed in the timer's LVT entry.
  */
 static void timer_switch_count_mode(struct vcpu *v, uint64_t now)
 {
@@ -417,11 +416,12 @@ static void timer_switch_count_mode(struct vcpu *v, uint64_t now)
 void lapic_timer_write_lvt(struct vcpu *v, uint32_t val)
 {
 	struct lapic *l = &v->lapic;
-	uint32_t old_mode = timer_mode(l), modes = LVT_TIMER_MODE;
+	uint32_t old_mode = timer_mode(l), modes = APIC_LVT_TIMER_MODE;
 
 	if (!vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
 		modes = APIC_LVT_TIMER_PERIODIC;
-	l->lvt[0] = val & (0xff | APIC_LVT_MASKED | modes);
+	l->lvt[LAPIC_LVT_TIMER] =
+		val & (APIC_VECTOR_MASK | APIC_LVT_MASKED | modes);
 	if (timer_mode(l) == old_mode)
 		return;
 	if (old_mode == APIC_LVT_TIMER_TSCDEADLINE ||
@@ -459,7 +459,7 @@ void lapic_timer_write_icr(struct vcpu *v, uint32_t count)
 
 void lapic_timer_write_dcr(struct vcpu *v, uint32_t val)
 {
-	v->lapic.timer_dcr = val & 0xb;
+	v->lapic.timer_dcr = val & APIC_TDCR_MASK;
 }
 
 uint32_t lapic_timer_read_ccr(struct vcpu *v)
