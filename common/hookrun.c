@@ -98,14 +98,16 @@ void hookrun_stop_set(struct hookrun_stop *stop, uint64_t by_ns)
 {
 	/* release: pairs with the acquire in stop_by(), which reads it
 	 * after the wake-up on fd the caller sends next */
-	__atomic_store_n(&stop->by_ns, by_ns ? by_ns : 1, __ATOMIC_RELEASE);
+	atomic_store_explicit(&stop->by_ns, by_ns ? by_ns : 1,
+			      memory_order_release);
 }
 
 /* The stop's bound, 0 when there is none (yet). */
 static uint64_t stop_by(const struct hookrun_config *cfg)
 {
 	/* acquire: pairs with the release in hookrun_stop_set */
-	return cfg->stop ? __atomic_load_n(&cfg->stop->by_ns, __ATOMIC_ACQUIRE)
+	return cfg->stop ? atomic_load_explicit(&cfg->stop->by_ns,
+						 memory_order_acquire)
 			 : 0;
 }
 

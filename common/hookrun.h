@@ -20,6 +20,7 @@
 #ifndef SYSIDLE_COMMON_HOOKRUN_H
 #define SYSIDLE_COMMON_HOOKRUN_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "sysidle_doc.h" /* struct hook_domain, struct sysidle_doc */
@@ -46,7 +47,7 @@ int hooks_parse_timeout(const char *text, uint64_t *ns);
  */
 struct hookrun_stop {
 	int fd;         /* readable once by_ns is set (never read here) */
-	uint64_t by_ns; /* CLOCK_MONOTONIC, 0: not stopping; atomic */
+	_Atomic uint64_t by_ns; /* CLOCK_MONOTONIC, 0: not stopping */
 };
 void hookrun_stop_set(struct hookrun_stop *stop, uint64_t by_ns);
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,9 @@ static struct {
 	bool started;
 	void (*on_start)(void), (*on_kick)(void);
 	/* housekeeping thread only: */
-	uint64_t wakeups, timer_wakeups, kicks, fired;
-	int tid;
+	_Atomic uint64_t wakeups, timer_wakeups; /* read by status snapshots */
+	uint64_t kicks, fired;
+	atomic_int tid;
 } hk = { .lock = PTHREAD_MUTEX_INITIALIZER, .armed_ns = UINT64_MAX,
 	 .timer_fd = -1, .stop_fd = -1, .kick_fd = -1 };
 
@@ -191,7 +193,7 @@ static void *housekeeping_thread(void *arg)
 	prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul);
 	sched_slice_apply(); /* a kick or a timer it serves preempts sooner */
 	/* relaxed: read by status snapshots only. */
-	__atomic_store_n(&hk.tid, (int)gettid(), __ATOMIC_RELAXED);
+	atomic_store_explicit(&hk.tid, (int)gettid(), memory_order_relaxed);
 	if (hk.on_start)
 		hk.on_start();
 	for (;;) {
@@ -200,7 +202,10 @@ static void *housekeeping_thread(void *arg)
 		if (fds[1].revents)
 			break;
 		/* relaxed: one writer; status snapshots read it. */
-		__atomic_store_n(&hk.wakeups, hk.wakeups + 1, __ATOMIC_RELAXED);
+		atomic_store_explicit(&hk.wakeups,
+			atomic_load_explicit(&hk.wakeups,
+					     memory_order_relaxed) + 1,
+			memory_order_relaxed);
 		if (fds[2].revents) {
 			hk.kicks++;
 			if (read(hk.kick_fd, &buf, sizeof(buf)) < 0 &&
@@ -212,8 +217,10 @@ static void *housekeeping_thread(void *arg)
 		if (!fds[0].revents)
 			continue;
 		/* relaxed: as hk.wakeups above. */
-		__atomic_store_n(&hk.timer_wakeups, hk.timer_wakeups + 1,
-				 __ATOMIC_RELAXED);
+		atomic_store_explicit(&hk.timer_wakeups,
+			atomic_load_explicit(&hk.timer_wakeups,
+					     memory_order_relaxed) + 1,
+			memory_order_relaxed);
 		if (read(hk.timer_fd, &buf, sizeof(buf)) < 0 && errno != EAGAIN)
 			break;
 		now = now_ns();
@@ -292,18 +299,18 @@ void housekeeping_stop(void)
 /* Any thread. */
 int housekeeping_tid(void)
 {
-	return __atomic_load_n(&hk.tid, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&hk.tid, memory_order_relaxed);
 }
 
 /* Any thread (the two counters below), or after housekeeping_stop(). */
 uint64_t housekeeping_wakeups(void)
 {
-	return __atomic_load_n(&hk.wakeups, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&hk.wakeups, memory_order_relaxed);
 }
 
 uint64_t housekeeping_timer_wakeups(void)
 {
-	return __atomic_load_n(&hk.timer_wakeups, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&hk.timer_wakeups, memory_order_relaxed);
 }
 
 uint64_t housekeeping_kicks(void)

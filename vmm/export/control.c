@@ -441,7 +441,8 @@ void client_event(struct client *c, const char *s, size_t len)
 	    !client_room(c, (ds ? dlen + 1 : 0) + len + 1)) {
 		c->dropped++;
 		/* relaxed: a statistic, see control_watch_dropped. */
-		__atomic_fetch_add(&ctl.watch_dropped, 1, __ATOMIC_RELAXED);
+		atomic_fetch_add_explicit(&ctl.watch_dropped, 1,
+					  memory_order_relaxed);
 	} else {
 		if (ds)
 			client_append(c, ds, dlen);
@@ -489,5 +490,5 @@ uint64_t control_watch_dropped(void)
 {
 	/* relaxed: pairs with the increment in control_broadcast; a
 	 * statistic, it orders nothing. */
-	return __atomic_load_n(&ctl.watch_dropped, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&ctl.watch_dropped, memory_order_relaxed);
 }

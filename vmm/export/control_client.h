@@ -6,6 +6,7 @@
 #ifndef VMM_EXPORT_CONTROL_CLIENT_H
 #define VMM_EXPORT_CONTROL_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,7 +67,7 @@ struct control_socket {
 	bool polled_listen;
 	struct client *polled[CONTROL_SLOTS];
 	int npolled;
-	uint64_t watch_dropped; /* relaxed atomics, see control_watch_dropped */
+	_Atomic uint64_t watch_dropped; /* relaxed, see control_watch_dropped */
 };
 extern struct control_socket ctl;
 

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,8 @@ static struct json_object *stats_vcpu(struct vcpu *v)
 	}
 	json_object_object_add(o, "exits", exits);
 	add_u64(o, "exits_total", total);
-	add_u64(o, "hlt_exits", v->stats.hlt_exits);
+	add_u64(o, "hlt_exits", atomic_load_explicit(&v->stats.hlt_exits,
+						    memory_order_relaxed));
 	add_u64(o, "interrupts_injected", v->stats.irqs_injected);
 	add_u64(o, "nmis_injected", v->stats.nmis_injected);
 	add_u64(o, "halted_ns", v->stats.halted_ns);

@@ -5,6 +5,7 @@
  * vCPU's lock, the idle state from the idle layer, counters with relaxed
  * atomic loads.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -94,9 +95,9 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 
 		s->id = i;
 		/* relaxed: see the stores in vcpu_thread / vcpu_handle_exit */
-		s->tid = __atomic_load_n(&v->tid, __ATOMIC_RELAXED);
-		s->halt_exits = __atomic_load_n(&v->stats.hlt_exits,
-						__ATOMIC_RELAXED);
+		s->tid = atomic_load_explicit(&v->tid, memory_order_relaxed);
+		s->halt_exits = atomic_load_explicit(&v->stats.hlt_exits,
+						      memory_order_relaxed);
 		s->halted = vcpu_is_halted(v);
 		idle_vcpu_pvtick(v, &pv);
 		s->ticks_suppressed = pv.suppressed;

@@ -114,11 +114,11 @@ void idle_get_stats(struct idle_stats *st)
 		st->state_ns[idle.cur] += now - idle.since;
 	pthread_mutex_unlock(&idle.lock);
 	st->full_idle_periods = idle.full_periods;
-	st->force_exits = idle.force_exits;
-	st->violations = idle.violations;
-	st->scans = idle.scans;
-	st->tick_restarts = idle.restarts;
-	st->hold_releases = idle.hold_releases;
+	st->force_exits = stat_read(&idle.force_exits);
+	st->violations = stat_read(&idle.violations);
+	st->scans = stat_read(&idle.scans);
+	st->tick_restarts = stat_read(&idle.restarts);
+	st->hold_releases = stat_read(&idle.hold_releases);
 	st->log_lines_dropped = idle.log_dropped_total;
 	st->lat_count = idle.lat_count;
 	st->lat_min = idle.lat_min;
@@ -156,10 +156,10 @@ void idle_read_status(struct idle_status *st, uint64_t uptime_ns,
 	st->full_idle_periods = idle.full_periods_seen;
 	pthread_mutex_unlock(&idle.lock);
 	/* Housekeeping-thread counters, read as they are: statistics. */
-	st->force_exits = __atomic_load_n(&idle.force_exits, __ATOMIC_RELAXED);
-	st->violations = __atomic_load_n(&idle.violations, __ATOMIC_RELAXED);
-	st->scans = __atomic_load_n(&idle.scans, __ATOMIC_RELAXED);
-	st->tick_restarts = __atomic_load_n(&idle.restarts, __ATOMIC_RELAXED);
+	st->force_exits = stat_read(&idle.force_exits);
+	st->violations = stat_read(&idle.violations);
+	st->scans = stat_read(&idle.scans);
+	st->tick_restarts = stat_read(&idle.restarts);
 }
 
 /* Any thread. */

@@ -46,9 +46,15 @@ struct idle_vcpu {
 
 /* Counters that status snapshots read from other threads: relaxed, a
  * statistic orders nothing. */
-static inline void stat_inc(uint64_t *c)
+static inline void stat_inc(_Atomic uint64_t *c)
 {
-	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* Any thread: a counter stat_inc counts. */
+static inline uint64_t stat_read(_Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
 struct idle_layer {
@@ -98,11 +104,12 @@ struct idle_layer {
 	struct hk_timer tick, kick_backstop, hold_backstop;
 	uint64_t tick_deadline, tick_period;
 	uint64_t max_hold_ns, hold_deadline; /* --lapic-tick-max-hold */
-	uint64_t hold_releases; /* by the hold backstop */
+	_Atomic uint64_t hold_releases; /* by the hold backstop (stat_inc) */
 	bool stopped;
 	uint64_t stop_ns, noted_ns, last_scan, check_start;
 	bool in_force;
-	uint64_t full_periods, force_exits, violations, scans, restarts;
+	uint64_t full_periods;
+	_Atomic uint64_t force_exits, violations, scans, restarts; /* stat_inc */
 	uint64_t *lat;
 	uint64_t lat_count, lat_min, lat_max, lat_sum;
 };

@@ -39,7 +39,7 @@ static struct {
 	unsigned int parked;    /* vCPU threads in pause_park() */
 	int resume_reason;      /* a wake-up that came while PAUSING */
 	uint64_t paused_ns;     /* when the VM became PAUSED */
-	uint64_t completed;     /* pauses completed ("pauses") */
+	_Atomic uint64_t completed; /* pauses completed ("pauses") */
 	uint64_t resumes_requested, resumes_self;
 } pz = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	 .resumed = PTHREAD_COND_INITIALIZER,
@@ -127,7 +127,7 @@ static void complete_locked(void)
 
 	pz.paused = true;
 	pz.paused_ns = now_ns();
-	__atomic_store_n(&pz.completed, pz.completed + 1, __ATOMIC_RELEASE); /* pairs with the acquire load in pause_completed: the reply follows the pause */
+	atomic_store_explicit(&pz.completed, atomic_load_explicit(&pz.completed, memory_order_relaxed) + 1, memory_order_release); /* pairs with the acquire load in pause_completed: the reply follows the pause */
 	post_locked(VM_EV_PAUSED, 0, pz.paused_ns, 0);
 	pz.resume_reason = REASON_NONE;
 	if (reason != REASON_NONE)
@@ -143,7 +143,7 @@ static void complete_locked(void)
 uint64_t pause_request(void)
 {
 	bool nudge = false;
-	uint64_t want;
+	uint64_t done, want;
 
 	pthread_mutex_lock(&pz.lock);
 	if (!atomic_load_explicit(&pz.pending, memory_order_relaxed)) { /* written under pause.lock, held here */
@@ -158,7 +158,8 @@ uint64_t pause_request(void)
 		 * (a wake source's resume is never cancelled) */
 		pz.resume_reason = REASON_NONE;
 	}
-	want = pz.paused ? pz.completed : pz.completed + 1;
+	done = atomic_load_explicit(&pz.completed, memory_order_relaxed);
+	want = pz.paused ? done : done + 1;
 	pthread_mutex_unlock(&pz.lock);
 	if (nudge)
 		vcpus_nudge(pz.vm);
@@ -216,7 +217,7 @@ void pause_stop(void)
 /* Any thread: pauses completed so far. */
 uint64_t pause_completed(void)
 {
-	return __atomic_load_n(&pz.completed, __ATOMIC_ACQUIRE); /* pairs with the release store in complete_locked */
+	return atomic_load_explicit(&pz.completed, memory_order_acquire); /* pairs with the release store in complete_locked */
 }
 
 /* Any thread: the pause part of a status snapshot, one consistent set
@@ -225,7 +226,7 @@ void pause_read_status(struct pause_status *st)
 {
 	pthread_mutex_lock(&pz.lock);
 	st->paused = pz.paused;
-	st->pauses = pz.completed;
+	st->pauses = atomic_load_explicit(&pz.completed, memory_order_relaxed);
 	st->resumes_requested = pz.resumes_requested;
 	st->resumes_self = pz.resumes_self;
 	pthread_mutex_unlock(&pz.lock);

@@ -41,6 +41,17 @@ static void vcpu_kick_handler(int sig)
 	(void)sig;
 }
 
+/* KVM's kvm_run.immediate_exit, a plain byte of KVM's ABI that KVM reads
+ * at KVM_RUN, as the atomic byte the kicker and @v's thread share: the
+ * same size and alignment (checked here). Caller: @v's fd is mapped. */
+_Static_assert(sizeof(_Atomic uint8_t) == sizeof(uint8_t) &&
+	       _Alignof(_Atomic uint8_t) == _Alignof(uint8_t),
+	       "immediate_exit: an atomic byte is a byte");
+static _Atomic uint8_t *immediate_exit(struct vcpu *v)
+{
+	return (_Atomic uint8_t *)&v->run->immediate_exit;
+}
+
 /* Interrupt @v's KVM_RUN, or make its next one return at once. Caller
  * holds v->lock and has seen v->in_run set. */
 static void vcpu_kick_run(struct vcpu *v)
@@ -49,7 +60,7 @@ static void vcpu_kick_run(struct vcpu *v)
 	 * under way is ended by the signal. Pairs with the store of 0 in
 	 * vcpu_run_once after KVM_RUN returns; a flag set after that store
 	 * only costs one KVM_RUN that returns EINTR. */
-	__atomic_store_n(&v->run->immediate_exit, 1, __ATOMIC_RELEASE);
+	atomic_store_explicit(immediate_exit(v), 1, memory_order_release);
 	pthread_kill(v->thread, SIG_VCPU_KICK);
 }
 
@@ -210,8 +221,10 @@ static enum vcpu_state vcpu_handle_exit(struct vcpu *v)
 		break;
 	case KVM_EXIT_HLT:
 		/* relaxed: one writer; status snapshots read it. */
-		__atomic_store_n(&v->stats.hlt_exits, v->stats.hlt_exits + 1,
-				 __ATOMIC_RELAXED);
+		atomic_store_explicit(&v->stats.hlt_exits,
+			atomic_load_explicit(&v->stats.hlt_exits,
+					     memory_order_relaxed) + 1,
+			memory_order_relaxed);
 		pthread_mutex_lock(&v->lock);
 		/* With idle hooks, even with an event pending this is an
 		 * idle entry and exit (a tick-only window ends here). */
@@ -335,7 +348,7 @@ static enum vcpu_state vcpu_run_once(struct vcpu *v)
 	/* relaxed: pairs with the release store in vcpu_kick_run; a kick
 	 * that raced this KVM_RUN's return has posted its event, which the
 	 * next vcpu_run_once sees under v->lock */
-	__atomic_store_n(&v->run->immediate_exit, 0, __ATOMIC_RELAXED);
+	atomic_store_explicit(immediate_exit(v), 0, memory_order_relaxed);
 	vcpu_sync_cr8(v);
 	if (r < 0) {
 		if (errno == EINTR || errno == EAGAIN) {
@@ -408,7 +421,7 @@ static void *vcpu_thread(void *arg)
 	snprintf(name, sizeof(name), "vmm-vcpu%u", v->id);
 	pthread_setname_np(pthread_self(), name);
 	/* relaxed: read by status snapshots only (a TID, no ordering). */
-	__atomic_store_n(&v->tid, (int)gettid(), __ATOMIC_RELAXED);
+	atomic_store_explicit(&v->tid, (int)gettid(), memory_order_relaxed);
 	vcpu_self = v;
 	/* Its LAPIC timer is the timeout of its HLT wait: no timer slack
 	 * (50 us by default) on a guest's deadline. */

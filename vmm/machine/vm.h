@@ -37,7 +37,7 @@ enum vcpu_state {
 
 struct vcpu_stats {
 	uint64_t exits[VCPU_EXIT_REASONS];
-	uint64_t hlt_exits;
+	_Atomic uint64_t hlt_exits; /* read by status snapshots */
 	uint64_t irqs_injected;
 	uint64_t nmis_injected;
 	uint64_t halted_ns;
@@ -92,7 +92,7 @@ struct vcpu {
 	/* Written by the vCPU thread only; other threads read the counters
 	 * export shows (hlt_exits) with relaxed atomic loads. */
 	struct vcpu_stats stats;
-	int tid; /* the vCPU thread's host TID, set when it starts */
+	atomic_int tid; /* the vCPU thread's host TID, set when it starts */
 	uint64_t wake_posted_run_ns; /* a wake-up not yet timed (stats) */
 	/* vcpu_halt.c, this vCPU's thread only: the adaptive halt-polling
 	 * window and timer advance, one per class of sleep (0..their
