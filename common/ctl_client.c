@@ -11,14 +11,7 @@
 #include <unistd.h>
 
 #include "ctl_client.h"
-
-int64_t ctl_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "monotonic.h"
 
 /* Milliseconds left before @deadline (-1: none) for poll(). */
 static int remaining(int64_t deadline)
@@ -27,7 +20,7 @@ static int remaining(int64_t deadline)
 
 	if (deadline < 0)
 		return -1;
-	left = deadline - ctl_now_ms();
+	left = deadline - monotonic_ms();
 	if (left < 0)
 		return 0;
 	return left > 1000000 ? 1000000 : (int)left;
@@ -220,7 +213,7 @@ int ctl_line(struct ctl_conn *c, char **line, int64_t deadline)
 		}
 		/* Checked here too: a peer dripping bytes never lets the
 		 * wait below time out. */
-		if (deadline >= 0 && ctl_now_ms() >= deadline)
+		if (deadline >= 0 && monotonic_ms() >= deadline)
 			return CTL_TIMEOUT;
 		n = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
 		if (n > 0) {

@@ -6,12 +6,12 @@
  * for "watch" one event object per line after the reply.
  *
  * The socket is non-blocking and every wait is a ppoll() bounded by a
- * deadline (monotonic ms from ctl_now_ms(); -1: none). A line received is
- * at most CTL_MAX_LINE bytes without its newline; past that the read ends
- * with "malformed reply: line N from PATH: longer than CTL_MAX_LINE
- * bytes", so the buffer never holds more than CTL_MAX_LINE plus one read
- * (2 * CTL_MAX_LINE + 1 bytes allocated at most). Errors are one line of
- * text in conn->err.
+ * deadline (monotonic ms from monotonic_ms(), monotonic.h; -1: none). A
+ * line received is at most CTL_MAX_LINE bytes without its newline; past
+ * that the read ends with "malformed reply: line N from PATH: longer than
+ * CTL_MAX_LINE bytes", so the buffer never holds more than CTL_MAX_LINE
+ * plus one read (2 * CTL_MAX_LINE + 1 bytes allocated at most). Errors
+ * are one line of text in conn->err.
  * Single-threaded per connection.
  */
 #ifndef SYSIDLE_COMMON_CTL_CLIENT_H
@@ -46,9 +46,6 @@ struct ctl_conn {
 	unsigned long lines;        /* lines returned (for the messages) */
 	char err[512];              /* why the last call failed */
 };
-
-/* Monotonic milliseconds, the clock of the deadlines. */
-int64_t ctl_now_ms(void);
 
 /* The socket path for @name: @name itself when it has a '/', else
  * @dir/@name.sock. Returns 0, or -1 when it does not fit in @size. */

@@ -14,22 +14,14 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "hookrun.h"
+#include "monotonic.h"
 
 #define HOOK_ERR_MAX 4096   /* the tail of a hook's stderr we report */
 #define HOOK_REAP_NS 5000000000ull /* after SIGKILL, wait at most this */
 #define HOOK_NO_PIDFD_MS 20 /* poll period when pidfd_open is missing */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static char *const hook_env[] = {
 	"LC_ALL=C",
@@ -123,7 +115,7 @@ static int run_hook(const struct hookrun_config *cfg, char *const argv[],
 {
 	size_t xlen = strlen(xml), off = 0;
 	int in[2] = { -1, -1 }, ep[2] = { -1, -1 }, pidfd, st = -1, rc;
-	uint64_t deadline = now_ns() + cfg->timeout_ns;
+	uint64_t deadline = monotonic_ns() + cfg->timeout_ns;
 	bool killed = false, reaped = false, cut = false;
 	pid_t pid;
 
@@ -144,7 +136,7 @@ static int run_hook(const struct hookrun_config *cfg, char *const argv[],
 	fcntl(ep[0], F_SETFL, O_NONBLOCK);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	for (;;) {
-		uint64_t now = now_ns(), by = stop_by(cfg);
+		uint64_t now = monotonic_ns(), by = stop_by(cfg);
 		struct pollfd fds[4] = {
 			{ .fd = pidfd, .events = POLLIN },
 			{ .fd = ep[0], .events = POLLIN },
@@ -238,7 +230,7 @@ static void hook_one(const struct hookrun_config *cfg, const char *path,
 	int st;
 
 	argv[0] = (char *)path;
-	if (by && now_ns() >= by) {
+	if (by && monotonic_ns() >= by) {
 		snprintf(what, sizeof(what), "not run: stopping, and the "
 			 "hooks' time is spent");
 		st = -1;
@@ -332,7 +324,7 @@ void hookrun_events_bounded(const struct hookrun_config *cfg,
 	struct hookrun_stop bound = { .fd = -1 };
 	struct hookrun_config c = *cfg;
 
-	hookrun_stop_set(&bound, now_ns() + cfg->timeout_ns);
+	hookrun_stop_set(&bound, monotonic_ns() + cfg->timeout_ns);
 	c.stop = &bound;
 	for (unsigned int i = 0; i < ncalls; i++)
 		hookrun_event(&c, dom, calls[i].op, calls[i].subop,

@@ -17,6 +17,7 @@
 #include "conffile.h"
 #include "ctl_client.h"
 #include "hookrun.h"
+#include "monotonic.h"
 #include "sysidle_doc.h"
 
 static void same_doc(const struct sysidle_doc *a, const struct sysidle_doc *b)
@@ -293,10 +294,10 @@ static int second_line(size_t n, char *err, size_t esize)
 	ck_assert_int_ge(pid, 0);
 	close(sv[1]);
 	c.fd = sv[0];
-	n1 = ctl_line(&c, &line, ctl_now_ms() + 10000);
+	n1 = ctl_line(&c, &line, monotonic_ms() + 10000);
 	ck_assert_int_eq(n1, CTL_OK);
 	ck_assert_str_eq(line, "{}");
-	n2 = ctl_line(&c, &line, ctl_now_ms() + 10000);
+	n2 = ctl_line(&c, &line, monotonic_ms() + 10000);
 	if (n2 == CTL_OK)
 		ck_assert_uint_eq(strlen(line), n);
 	snprintf(err, esize, "%s", c.err);
@@ -360,6 +361,23 @@ static int conf_build(const char *text, struct conf_args *a, int argc,
 
 /* Entries in order, flags bare or boolean, the positional key, origins,
  * the command line after the file's entries. */
+/* The one monotonic clock in its three units: each read lies between the
+ * reads around it, in every unit. */
+START_TEST(test_monotonic_units)
+{
+	uint64_t ns0 = monotonic_ns();
+	int64_t ms = monotonic_ms();
+	double sec = monotonic_s();
+	uint64_t ns1 = monotonic_ns();
+
+	ck_assert_uint_le(ns0, ns1);
+	ck_assert_int_ge(ms, (int64_t)(ns0 / 1000000u));
+	ck_assert_int_le(ms, (int64_t)(ns1 / 1000000u));
+	ck_assert(sec >= (double)ns0 / 1e9 - 1e-6);
+	ck_assert(sec <= (double)ns1 / 1e9 + 1e-6);
+}
+END_TEST
+
 START_TEST(test_conf_good)
 {
 	struct conf_args a;
@@ -466,6 +484,7 @@ int main(void)
 	tcase_add_test(tc, test_resolve_dir);
 	tcase_add_test(tc, test_socket_path);
 	tcase_add_test(tc, test_ctl_line_bound);
+	tcase_add_test(tc, test_monotonic_units);
 	tcase_add_test(tc, test_conf_good);
 	tcase_add_test(tc, test_conf_bad);
 	tcase_add_test(tc, test_conf_bounds);

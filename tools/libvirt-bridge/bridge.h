@@ -80,7 +80,6 @@ extern unsigned int scans_done;
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void warn_nowait(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t mono_ns(void);
 uint64_t unix_ms(void);
 const char *lv_error(void);
 

@@ -15,6 +15,7 @@
 #include "hook_queue.h"
 #include "lease.h"
 #include "metrics.h"
+#include "monotonic.h"
 #include "publish.h"
 
 struct tracked **doms;
@@ -311,7 +312,7 @@ void warn_unknown(const char *name)
  * debugfs mounted later). */
 static bool host_attach(struct tracked *t)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = monotonic_ns();
 	char why[256];
 
 	if (t->host_failed && now < t->attach_retry_ns)

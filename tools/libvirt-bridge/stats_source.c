@@ -7,8 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "monotonic.h"
 #include "stats_source.h"
 
 void stats_scan_free(struct stats_scan *scan)
@@ -120,14 +120,6 @@ void stats_domain_sample(const struct stats_domain *sd, uint64_t t_ns,
 	};
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* A typed parameter as a number (strings: not one of ours). */
 static bool param_value(const virTypedParameter *p, uint64_t *v)
 {
@@ -194,7 +186,7 @@ int stats_source_libvirt(virConnectPtr conn, bool vcpus,
 					(vcpus ? VIR_DOMAIN_STATS_VCPU : 0),
 					&recs,
 					VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE);
-	out->t_ns = mono_ns();
+	out->t_ns = monotonic_ns();
 	if (n < 0)
 		return -1;
 	out->doms = calloc((size_t)n + 1, sizeof(*out->doms));
@@ -246,7 +238,7 @@ int stats_source_list(virConnectPtr conn, bool relist,
 			return -1;
 		have_kept = true;
 	}
-	out->t_ns = mono_ns();
+	out->t_ns = monotonic_ns();
 	out->doms = calloc(kept.n + 1, sizeof(*out->doms));
 	if (!out->doms)
 		return -1;

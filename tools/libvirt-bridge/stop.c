@@ -14,6 +14,7 @@
 
 #include "bridge.h"
 #include "metrics.h"
+#include "monotonic.h"
 #include "stop.h"
 
 static struct {
@@ -57,7 +58,7 @@ static void *stop_thread(void *arg)
 		int timeout = -1, n;
 
 		if (deadline) {
-			uint64_t now = mono_ns();
+			uint64_t now = monotonic_ns();
 
 			if (now >= deadline) {
 				snprintf(why, sizeof(why), "the stop did not "
@@ -82,7 +83,7 @@ static void *stop_thread(void *arg)
 				 si.ssi_signo);
 			stop_force(why);
 		}
-		deadline = mono_ns() + st.grace_ns;
+		deadline = monotonic_ns() + st.grace_ns;
 		/* Pairs with the acquire load in stop_requested(); the
 		 * eventfd wakes a main thread waiting in poll. */
 		atomic_store_explicit(&st.signo, (int)si.ssi_signo,

@@ -29,6 +29,7 @@
 #include "hook_queue.h"
 #include "lease.h"
 #include "metrics.h"
+#include "monotonic.h"
 #include "publish.h"
 #include "stats_source.h"
 #include "stop.h"
@@ -128,14 +129,6 @@ void say(const char *fmt, ...)
 	va_end(ap);
 }
 
-uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t unix_ms(void)
 {
 	struct timespec ts;
@@ -179,7 +172,7 @@ static bool wait_until(uint64_t deadline_ns)
 	stop_phase("the wait for the next scan");
 	for (;;) {
 		struct pollfd p = { .fd = stop_fd(), .events = POLLIN };
-		uint64_t now = mono_ns();
+		uint64_t now = monotonic_ns();
 
 		if (stopping())
 			return false;
@@ -225,7 +218,7 @@ static virConnectPtr connect_retry(void)
 			return NULL;
 		warn("cannot connect to libvirt '%s': %s; retrying in %" PRIu64
 		     " s", opt.uri, lv_error(), backoff / 1000);
-		wait_until(mono_ns() + backoff * 1000000u);
+		wait_until(monotonic_ns() + backoff * 1000000u);
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
 			  backoff * 2;
 	}
@@ -244,7 +237,7 @@ static bool get_scan(virConnectPtr conn, struct stats_file *sf,
 	else if (opt.source == STATS_LIBVIRT || opt.remote)
 		rc = stats_source_libvirt(conn, true, scan);
 	else /* kvm, proc: libvirt only for the list, when it changed */
-		rc = stats_source_list(conn, events_relist_due(mono_ns()),
+		rc = stats_source_list(conn, events_relist_due(monotonic_ns()),
 				       scan);
 	const char *u;
 
@@ -291,7 +284,7 @@ static int run(struct stats_file *sf)
 		}
 		return 0;
 	}
-	deadline = mono_ns();
+	deadline = monotonic_ns();
 	while (!stopping()) {
 		struct stats_scan scan;
 
@@ -300,9 +293,9 @@ static int run(struct stats_file *sf)
 			if (!conn)
 				break;
 			say("%s: connected to libvirt '%s' again", PROG, opt.uri);
-			deadline = mono_ns();
+			deadline = monotonic_ns();
 		}
-		t0 = mono_ns();
+		t0 = monotonic_ns();
 		if (get_scan(conn, sf, &scan)) {
 			failing = false;
 			stop_phase("publishing a scan (metadata, hooks)");
@@ -310,7 +303,8 @@ static int run(struct stats_file *sf)
 			stats_scan_free(&scan);
 			scans++;
 			interval_ns = next_interval(interval_ns);
-			metrics_scan(mono_ns() - t0, interval_ns / 1000000u);
+			metrics_scan(monotonic_ns() - t0,
+				     interval_ns / 1000000u);
 			metrics_write(false);
 		} else {
 			char why[512];
@@ -337,8 +331,9 @@ static int run(struct stats_file *sf)
 			break;
 		}
 		deadline += interval_ns;
-		if (deadline < mono_ns())
-			deadline = mono_ns() + interval_ns; /* overran: no burst */
+		if (deadline < monotonic_ns())
+			/* overran: no burst */
+			deadline = monotonic_ns() + interval_ns;
 		wait_until(deadline);
 	}
 	if (opt.once) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "monotonic.h"
 #include "sysidlectl.h"
 
 volatile sig_atomic_t interrupted;
@@ -46,7 +47,7 @@ static json_object *status_vm(struct ctl_conn *c, json_object *reply);
 static json_object *ask(struct ctl_conn *c, const char *name, const char *cmd,
 			int *rc)
 {
-	int64_t deadline = ctl_now_ms() + opt.timeout_ms;
+	int64_t deadline = monotonic_ms() + opt.timeout_ms;
 	json_object *r;
 
 	conn_init(c);
@@ -95,7 +96,7 @@ json_object *fetch_status(const char *ent, json_object **vm, char *why,
 			  size_t size)
 {
 	struct ctl_conn c;
-	int64_t deadline = ctl_now_ms() + opt.timeout_ms;
+	int64_t deadline = monotonic_ms() + opt.timeout_ms;
 	json_object *reply = NULL;
 	int rc;
 

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "monotonic.h"
 #include "sysidlectl.h"
 
 #define TOP_MAX_VMS 4096
@@ -52,14 +53,6 @@ static void top_on_signal(int sig)
 		top_resized = 1;
 	else
 		top_signal = sig;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* utime + stime in seconds and the start time of @pid (fields 14, 15,
@@ -166,7 +159,7 @@ static void top_row(struct vmrow *r, const char *ent)
 		a = ctl_number(counters, "housekeeping_wakeups");
 		r->now.wakeups += a ? json_object_get_double(a) : 0;
 	}
-	r->now.at = mono_s();
+	r->now.at = monotonic_s();
 	if (r->now.pid <= 0 ||
 	    proc_cpu(r->now.pid, &r->now.cpu_s, &r->now.start))
 		r->now.pid = 0;
@@ -352,14 +345,14 @@ int cmd_top(double interval_s, long iterations)
 		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
 		struct timespec ts = { .tv_sec = (time_t)interval_s,
 			.tv_nsec = (long)((interval_s - (double)(time_t)interval_s) * 1e9) };
-		double until = mono_s() + interval_s;
+		double until = monotonic_s() + interval_s;
 		char c;
 		int r;
 
 		if (!tty) {
 			/* one interval, then a snapshot */
-			while (!top_signal && mono_s() < until) {
-				double left = until - mono_s();
+			while (!top_signal && monotonic_s() < until) {
+				double left = until - monotonic_s();
 
 				ts.tv_sec = (time_t)left;
 				ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
@@ -406,7 +399,7 @@ int cmd_top(double interval_s, long iterations)
 		/* wait for the next refresh, a key, a signal or a resize */
 		r = 0;
 		while (!top_signal && !top_resized) {
-			double left = until - mono_s();
+			double left = until - monotonic_s();
 
 			if (left <= 0)
 				break;

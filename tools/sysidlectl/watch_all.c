@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "monotonic.h"
 #include "sysidlectl.h"
 
 #define WATCH_MAX_VMS 256
@@ -48,7 +49,7 @@ static struct watched *slot_of(const char *ent, bool add)
 	snprintf(free_slot->ent, sizeof(free_slot->ent), "%s", ent);
 	snprintf(free_slot->name, sizeof(free_slot->name), "%.*s",
 		 (int)(strlen(ent) - 5), ent);
-	free_slot->retry_until = ctl_now_ms() + WATCH_RETRY_FOR_MS;
+	free_slot->retry_until = monotonic_ms() + WATCH_RETRY_FOR_MS;
 	free_slot->c.fd = -1;
 	return free_slot;
 }
@@ -95,14 +96,14 @@ static void notice(struct watched *w, const char *what, json_object *reply)
 /* Connect @w and ask "watch" (its name from a status first). */
 static void try_connect(struct watched *w)
 {
-	int64_t deadline = ctl_now_ms() + opt.timeout_ms;
+	int64_t deadline = monotonic_ms() + opt.timeout_ms;
 	json_object *vm, *r;
 	char why[256];
 	int res;
 
 	r = fetch_status(w->ent, &vm, why, sizeof(why));
 	if (!r) {
-		if (ctl_now_ms() >= w->retry_until) {
+		if (monotonic_ms() >= w->retry_until) {
 			fprintf(stderr, "sysidlectl: %s: %s\n", w->ent, why);
 			w->retry_until = 0;
 		}
@@ -144,7 +145,7 @@ static void drain(struct watched *w)
 	int n;
 
 	/* deadline now + 1 ms: what is there is read, no more is awaited */
-	while ((n = ctl_line(&w->c, &line, ctl_now_ms() + 1)) == CTL_OK) {
+	while ((n = ctl_line(&w->c, &line, monotonic_ms() + 1)) == CTL_OK) {
 		json_object *e = ctl_parse_object(&w->c, line);
 
 		if (!e) {
