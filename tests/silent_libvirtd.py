@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """A libvirtd that hangs: a UNIX socket that takes libvirt's connection and
 its first call and never answers, so the client waits in that call for
-good. For the tests of a bounded stop (libvirt-bridge, consolidate-libvirt):
-its URI is qemu+unix:///system?socket=PATH."""
+good. For the tests of a bounded stop (libvirt-bridge-stop,
+consolidate-libvirt-cli): its URI is qemu+unix:///system?socket=PATH."""
 import socket
 import threading
 
