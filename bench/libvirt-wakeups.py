@@ -4,7 +4,7 @@
 domain's vCPU threads, and the bridge's own wake-ups and CPU time, with
 each way of running sysidle-libvirt, side by side in one run.
 
-A private libvirtd (the one of tests/tools/test_libvirt_e2e.py: root, a
+A private libvirtd (tests/tools/private_libvirtd.py: root, a
 mount namespace of its own) runs one domain, idle.elf hz=0 on 2 vCPUs (no
 tick: its vCPUs make no wake-up of their own). Setups, one after the
 other in each repeat:
@@ -35,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "tools"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-import test_libvirt_e2e as e2e  # noqa: E402  (its private libvirtd)
+import private_libvirtd as plv  # noqa: E402
 import test_libvirt_fleet as fleet  # noqa: E402  (its measurements)
 
 
@@ -54,26 +54,26 @@ def main():
     kernel = os.path.abspath(os.path.join(a.build, "guest-tools",
                                           "idle.elf"))
     bridge = os.path.abspath(os.path.join(a.build, "sysidle-libvirt"))
-    libvirt, why = e2e.prerequisites(kernel)
+    libvirt, why = plv.prerequisites(kernel)
     if libvirt is None:
         print("cannot run: %s" % why)
         return 1
     fleet.WINDOW_S = a.window
-    tmp, lv = e2e.prepare(libvirt, "sysidle-bench-")
+    tmp, lv = plv.prepare(libvirt, "sysidle-bench-")
     conn, helpers, res = None, [], {}
     try:
         lv.start()
         conn = lv.connect(libvirt)
         if conn is None or conn == "exited":
-            print("libvirtd did not start:\n" + e2e.read(lv.log)[-2000:])
+            print("libvirtd did not start:\n" + plv.read(lv.log)[-2000:])
             conn = None
             return 1
         name = "sysidle-bench-%d" % os.getpid()
         serial = os.path.join(tmp, "serial.log")
-        dom = conn.createXML(e2e.domain_xml(name, kernel, serial, 2), 0)
-        if not e2e.poll_until(lambda: "idle: 2 cpus up" in e2e.read(serial),
-                              e2e.BOOT_TIMEOUT_S, 0.2):
-            print("the domain did not boot:\n" + e2e.read(serial))
+        dom = conn.createXML(plv.domain_xml(name, kernel, serial, 2), 0)
+        if not plv.poll_until(lambda: "idle: 2 cpus up" in plv.read(serial),
+                              plv.BOOT_TIMEOUT_S, 0.2):
+            print("the domain did not boot:\n" + plv.read(serial))
             return 1
         qpid = lv.qemu_pids()[0]
         tids = fleet.vcpu_tids(qpid)
@@ -95,7 +95,7 @@ def main():
                     v, bw, bc = fleet.window(qpid, tids)
                 else:
                     b = fleet.start(cmd, os.path.join(tmp, "b.log"), helpers)
-                    e2e.poll_until(lambda: "FULL_NOTED" in (
+                    plv.poll_until(lambda: "FULL_NOTED" in (
                         fleet.metadata(libvirt, dom) or ""), 20, 0.1)
                     time.sleep(a.settle)    # its interval settles
                     v, bw, bc = fleet.window(qpid, tids, b.pid)
@@ -106,7 +106,7 @@ def main():
                        "%.1f wake-ups/s %.2f ms CPU/s" % (bw, bc)),
                       flush=True)
     finally:
-        e2e.teardown(libvirt, lv, conn, helpers, "sysidle-bench-")
+        plv.teardown(libvirt, lv, conn, helpers, "sysidle-bench-")
         shutil.rmtree(tmp, ignore_errors=True)
     print("\nan idle QEMU/KVM domain (2 vCPUs, no tick) watched by "
           "sysidle-libvirt; median [min..max] of %d repeats of %g s; load "

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """sysidle-consolidate killed with SIGKILL at every step, a libvirt domain
-on a private libvirtd (the one of test_libvirt_e2e.py: a mount namespace
-of its own, nothing reaches the host's files).
+on a private libvirtd (private_libvirtd.py, the one of test_libvirt_e2e.py:
+a mount namespace of its own, nothing reaches the host's files).
 
 One transient domain (idle.elf, 2 vCPUs). Before any consolidator runs,
 its live pinning is made distinctive (vCPU 0 and the emulator thread on
@@ -37,7 +37,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_libvirt_e2e as e2e  # noqa: E402  (its private libvirtd)
+import private_libvirtd as plv  # noqa: E402
 from tap import check  # noqa: E402
 
 import crash_loop  # noqa: E402
@@ -45,7 +45,7 @@ import tap  # noqa: E402
 from crash_loop import Tool  # noqa: E402
 
 MAX_STEPS = 120
-NS = e2e.NS
+NS = plv.NS
 
 
 class Crash:
@@ -72,7 +72,7 @@ class Crash:
             (name, num, int(time.time() * 1000)), "sysidle", NS, self.live)
 
     def pinning(self):
-        return e2e.pinning(self.libvirt, self.dom)
+        return plv.pinning(self.libvirt, self.dom)
 
     def running(self):
         return self.dom.state()[0] == self.libvirt.VIR_DOMAIN_RUNNING
@@ -111,7 +111,7 @@ class Crash:
         r = d.until(self.as_before)
         if r is None:
             return "step 2: not resumed and restored in %d s: %s" % (
-                crash_loop.WAIT_S, e2e.fmt_pin(self.pinning()))
+                crash_loop.WAIT_S, plv.fmt_pin(self.pinning()))
         if r is False:
             return "killed"
         rc = d.stop()
@@ -137,7 +137,7 @@ class Crash:
                          self.dom.state()[0])
         if self.pinning() != self.before:
             wrong.append("pinning %s, was %s" % (
-                e2e.fmt_pin(self.pinning()), e2e.fmt_pin(self.before)))
+                plv.fmt_pin(self.pinning()), plv.fmt_pin(self.before)))
         left = crash_loop.journal_entries(self.state)
         if left:
             wrong.append("journal entries left: %s" % left)
@@ -156,12 +156,12 @@ def main():
     build, src = sys.argv[1], sys.argv[2]
     kernel = os.path.abspath(os.path.join(build, "guest-tools", "idle.elf"))
     consolidate = os.path.join(src, "tools", "sysidle-consolidate")
-    libvirt, why = e2e.prerequisites(kernel)
+    libvirt, why = plv.prerequisites(kernel)
     if libvirt is None:
-        return e2e.skip_all(why)
+        return plv.skip_all(why)
     host = sorted(os.sched_getaffinity(0))
     if len(host) < 2:
-        return e2e.skip_all("only one CPU: packing would not be visible")
+        return plv.skip_all("only one CPU: packing would not be visible")
     if not crash_loop.supported([sys.executable, consolidate]):
         check(False, "the consolidator has a journal (--state-dir) and "
               "the SYSIDLE_CONSOLIDATE_KILL_AT hook: its --help names "
@@ -169,7 +169,7 @@ def main():
         tap.finish()
         return 1
 
-    tmp, lv = e2e.prepare(libvirt, "sysidle-crash-")
+    tmp, lv = plv.prepare(libvirt, "sysidle-crash-")
     conn = None
     t0 = time.monotonic()
     matrix = []
@@ -178,21 +178,21 @@ def main():
         conn = lv.connect(libvirt)
         if conn is None or conn == "exited":
             print("1..0 # SKIP libvirtd did not start")
-            e2e.diag(e2e.read(lv.log)[-3000:])
+            plv.diag(plv.read(lv.log)[-3000:])
             conn = None
-            return e2e.SKIP
+            return plv.SKIP
         name = "sysidle-crash-%d" % os.getpid()
         serial = os.path.join(tmp, "serial.log")
-        dom = conn.createXML(e2e.domain_xml(name, kernel, serial, 2), 0)
-        up = e2e.poll_until(lambda: "idle: 2 cpus up" in e2e.read(serial),
-                            e2e.BOOT_TIMEOUT_S, 0.2)
+        dom = conn.createXML(plv.domain_xml(name, kernel, serial, 2), 0)
+        up = plv.poll_until(lambda: "idle: 2 cpus up" in plv.read(serial),
+                            plv.BOOT_TIMEOUT_S, 0.2)
         if not check(bool(up), "domain %s boots idle.elf on 2 vCPUs "
                      "(%.1f s)" % (name, time.monotonic() - t0),
-                     e2e.read(serial) + lv.domain_log(name)):
+                     plv.read(serial) + lv.domain_log(name)):
             return tap.finish()
         c = Crash(libvirt, lv, dom, tmp, consolidate, host[-1])
         c.distinct(host)
-        e2e.diag("pinning before: %s" % e2e.fmt_pin(c.before))
+        plv.diag("pinning before: %s" % plv.fmt_pin(c.before))
         matrix = crash_loop.run_loop("libvirt", c.cmd, c.scenario,
                                      c.recover, MAX_STEPS)
     except KeyboardInterrupt as e:
@@ -200,7 +200,7 @@ def main():
     except Exception as e:
         check(False, "unexpected error: %s" % e, traceback.format_exc())
     finally:
-        e2e.teardown(libvirt, lv, conn, [], "sysidle-crash-")
+        plv.teardown(libvirt, lv, conn, [], "sysidle-crash-")
         shutil.rmtree(tmp, ignore_errors=True)
     crash_loop.print_matrix(matrix, t0)
     return tap.finish()

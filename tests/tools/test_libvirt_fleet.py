@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""sysidle-libvirt on a real QEMU/KVM domain of a private libvirtd (the one
-of test_libvirt_e2e.py): what watching costs the guest, what a dead
-bridge leaves behind, what the hooks are told.
+"""sysidle-libvirt on a real QEMU/KVM domain of a private libvirtd
+(private_libvirtd.py, the one of test_libvirt_e2e.py): what watching costs
+the guest, what a dead bridge leaves behind, what the hooks are told.
 
   1. The domain (idle.elf hz=0: no tick, 2 vCPUs) boots.
   2. Wake-ups of its vCPU threads (the context switches of the QEMU
@@ -40,13 +40,13 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
-import test_libvirt_e2e as e2e  # noqa: E402  (its private libvirtd)
+import private_libvirtd as plv  # noqa: E402
 import tap  # noqa: E402
 import urnschema  # noqa: E402
 from procfs import thread_usage  # noqa: E402
 from tap import check  # noqa: E402
 
-NS = e2e.NS
+NS = plv.NS
 WINDOW_S = 5.0
 MAX_ADDED = 1.0          # wake-ups per second per vCPU the bridge may add
 LEASE_S = 5
@@ -63,7 +63,7 @@ with open(%(record)r, "a") as f:
 def vcpu_tids(pid):
     out = []
     for tid in os.listdir("/proc/%d/task" % pid):
-        if "/KVM" in e2e.read("/proc/%d/task/%s/comm" % (pid, tid)):
+        if "/KVM" in plv.read("/proc/%d/task/%s/comm" % (pid, tid)):
             out.append(int(tid))
     return sorted(out)
 
@@ -96,11 +96,11 @@ def metadata(libvirt, dom):
 
 
 def start(cmd, log, helpers):
-    return e2e.start_daemon(cmd, log, helpers)
+    return plv.start_daemon(cmd, log, helpers)
 
 
 def stop(p):
-    e2e.kill_pid(p.pid, proc=p)
+    plv.kill_pid(p.pid, proc=p)
     return p.returncode
 
 
@@ -111,7 +111,7 @@ def test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers):
                  (qpid, tids)):
         return None
     base, _, _ = window(qpid, tids)
-    e2e.diag("without the bridge: %.2f vCPU wake-ups/s per vCPU" % base)
+    plv.diag("without the bridge: %.2f vCPU wake-ups/s per vCPU" % base)
     result = {}
     for source in ["kvm", "proc", "libvirt"]:
         if source == "kvm" and not os.path.isdir("/sys/kernel/debug/kvm"):
@@ -123,12 +123,12 @@ def test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers):
         b = start([bridge, "--libvirt", lv.uri, "--source", source,
                    "--interval", "100", "--idle-interval", "100",
                    "--hooks", os.path.join(tmp, "no-hooks")], log, helpers)
-        noted = e2e.poll_until(
+        noted = plv.poll_until(
             lambda: b.poll() is not None or
             "FULL_NOTED" in (metadata(libvirt, dom) or ""), SETTLE_S, 0.1)
         if b.poll() is not None or not noted:
             check(False, "--source %s: the bridge reaches FULL_NOTED" %
-                  source, e2e.read(log))
+                  source, plv.read(log))
             stop(b)
             continue
         v, bw, bcpu = window(qpid, tids, b.pid)
@@ -142,11 +142,11 @@ def test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers):
                 (source, v, base, added, bw, bcpu))
         if source == "libvirt":
             check(added > MAX_ADDED, line + ": libvirt's statistics wake "
-                  "the vCPUs, and the measurement sees it", e2e.read(log))
+                  "the vCPUs, and the measurement sees it", plv.read(log))
         else:
             check(added <= MAX_ADDED and
-                  ("source %s (process %d" % (source, qpid)) in e2e.read(log),
-                  line + ": at most %g added" % MAX_ADDED, e2e.read(log))
+                  ("source %s (process %d" % (source, qpid)) in plv.read(log),
+                  line + ": at most %g added" % MAX_ADDED, plv.read(log))
         if "schema" not in result:
             result["schema"] = True
             bad = urnschema.validate(xml or "")
@@ -168,7 +168,7 @@ def test_sigkill(libvirt, lv, conn, dom, bridge, consolidate, tmp, helpers):
     mask = tuple(i == host[0] for i in range(nhost))
     for i in range(2):
         dom.pinVcpuFlags(i, mask, live)
-    before = [e2e.cpus(m) for m in dom.vcpuPinInfo(live)]
+    before = [plv.cpus(m) for m in dom.vcpuPinInfo(live)]
     blog = os.path.join(tmp, "bridge-kill.log")
     clog = os.path.join(tmp, "consolidate-kill.log")
     novmm = os.path.join(tmp, "no-vmm")
@@ -182,28 +182,28 @@ def test_sigkill(libvirt, lv, conn, dom, bridge, consolidate, tmp, helpers):
                str(idle), "--interval", "100ms", "--verbose"], clog, helpers)
 
     def pins():
-        return [e2e.cpus(m) for m in dom.vcpuPinInfo(live)]
-    packed = e2e.poll_until(lambda: pins() == [[idle]] * 2, SETTLE_S, 0.1)
+        return [plv.cpus(m) for m in dom.vcpuPinInfo(live)]
+    packed = plv.poll_until(lambda: pins() == [[idle]] * 2, SETTLE_S, 0.1)
     if not check(packed, "the consolidator packs the domain on the "
                  "bridge's FULL_NOTED (vCPUs on CPU %d)" % idle,
-                 e2e.read(blog) + e2e.read(clog)):
+                 plv.read(blog) + plv.read(clog)):
         stop(c)
         stop(b)
         return
     os.kill(b.pid, signal.SIGKILL)
     b.wait()
     t0 = time.monotonic()
-    back = e2e.poll_until(lambda: pins() == before, LEASE_S + 5, 0.05)
+    back = plv.poll_until(lambda: pins() == before, LEASE_S + 5, 0.05)
     dt = time.monotonic() - t0
-    check(back and dt <= LEASE_S and "not trusted" in e2e.read(clog),
+    check(back and dt <= LEASE_S and "not trusted" in plv.read(clog),
           "bridge SIGKILLed: the consolidator stops acting on its state "
           "and restores the pinning %.2f s later (--lease %d), saying why" %
-          (dt, LEASE_S), e2e.read(clog)[-3000:])
+          (dt, LEASE_S), plv.read(clog)[-3000:])
     xml = metadata(libvirt, dom)
-    e2e.diag("the dead bridge's metadata, left on the domain: %s" % xml)
+    plv.diag("the dead bridge's metadata, left on the domain: %s" % xml)
     rc = stop(c)
     check(rc == 0 and pins() == before, "the consolidator's SIGTERM: exit "
-          "0, the pinning as before", e2e.read(clog)[-2000:])
+          "0, the pinning as before", plv.read(clog)[-2000:])
     try:
         dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, None, None,
                         NS, live)
@@ -233,7 +233,7 @@ def test_hooks(libvirt, lv, dom, name, bridge, tmp, helpers):
         return [" ".join(r["argv"][1:]) for r in hook_records(record)
                 if r["argv"][:1] == [name]]
     b = start(args, os.path.join(tmp, "bridge-hooks1.log"), helpers)
-    e2e.poll_until(lambda: "idle begin -" in events(), SETTLE_S, 0.1)
+    plv.poll_until(lambda: "idle begin -" in events(), SETTLE_S, 0.1)
     rc = stop(b)
     first = events()
     recs = [r for r in hook_records(record) if r["argv"][:1] == [name]]
@@ -248,16 +248,16 @@ def test_hooks(libvirt, lv, dom, name, bridge, tmp, helpers):
     check(rc == 0 and first[-1:] == ["unwatched end -"] and
           not any(e.startswith("stopped") for e in first),
           "bridge SIGTERM with the domain running: unwatched end, no "
-          "stopped (%s)" % ", ".join(first), e2e.read(os.path.join(
+          "stopped (%s)" % ", ".join(first), plv.read(os.path.join(
               tmp, "bridge-hooks1.log")))
     n = len(first)
     b = start(args, os.path.join(tmp, "bridge-hooks2.log"), helpers)
-    again = e2e.poll_until(lambda: events()[n:n + 1] == ["watched begin -"],
+    again = plv.poll_until(lambda: events()[n:n + 1] == ["watched begin -"],
                            SETTLE_S, 0.1)
     check(again, "a new bridge: watched begin again (not started)",
           events()[n:])
     dom.destroy()
-    gone = e2e.poll_until(lambda: events()[-1:] == ["stopped end -"],
+    gone = plv.poll_until(lambda: events()[-1:] == ["stopped end -"],
                           SETTLE_S, 0.1)
     last = [r for r in hook_records(record) if r["argv"][:1] == [name]][-1]
     check(gone and "<devices>" in last["stdin"],
@@ -274,16 +274,16 @@ def main():
     kernel = os.path.abspath(os.path.join(build, "guest-tools", "idle.elf"))
     bridge = os.path.join(build, "sysidle-libvirt")
     consolidate = os.path.join(src, "tools", "sysidle-consolidate")
-    libvirt, why = e2e.prerequisites(kernel)
+    libvirt, why = plv.prerequisites(kernel)
     if libvirt is None:
-        return e2e.skip_all(why)
+        return plv.skip_all(why)
     if not os.access(bridge, os.X_OK):
-        return e2e.skip_all("%s not built" % bridge)
+        return plv.skip_all("%s not built" % bridge)
     if not os.path.isdir("/sys/kernel/debug/kvm"):
         subprocess.run(["mount", "-t", "debugfs", "none",
                         "/sys/kernel/debug"], capture_output=True)
 
-    tmp, lv = e2e.prepare(libvirt, "sysidle-fleet-")
+    tmp, lv = plv.prepare(libvirt, "sysidle-fleet-")
     conn = None
     helpers = []
     try:
@@ -291,16 +291,16 @@ def main():
         c = lv.connect(libvirt)
         if c is None or c == "exited":
             print("1..0 # SKIP libvirtd did not start")
-            e2e.diag(e2e.read(lv.log)[-3000:])
+            plv.diag(plv.read(lv.log)[-3000:])
             return 77
         conn = c
         name = "sysidle-e2e-fleet-%d" % os.getpid()
         serial = os.path.join(tmp, "serial.log")
-        dom = conn.createXML(e2e.domain_xml(name, kernel, serial, 2), 0)
-        up = e2e.poll_until(lambda: "idle: 2 cpus up" in e2e.read(serial),
-                            e2e.BOOT_TIMEOUT_S, 0.2)
+        dom = conn.createXML(plv.domain_xml(name, kernel, serial, 2), 0)
+        up = plv.poll_until(lambda: "idle: 2 cpus up" in plv.read(serial),
+                            plv.BOOT_TIMEOUT_S, 0.2)
         if not check(bool(up), "domain %s boots idle.elf hz=0 on 2 vCPUs" %
-                     name, e2e.read(serial) + lv.domain_log(name)):
+                     name, plv.read(serial) + lv.domain_log(name)):
             return 1
         time.sleep(1)       # the guest's own start-up work settles
         test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers)
@@ -312,7 +312,7 @@ def main():
     except Exception as e:
         check(False, "unexpected error: %s" % e, traceback.format_exc())
     finally:
-        e2e.teardown(libvirt, lv, conn, helpers, "sysidle-e2e-")
+        plv.teardown(libvirt, lv, conn, helpers, "sysidle-e2e-")
         shutil.rmtree(tmp, ignore_errors=True)
     return tap.finish()
 
