@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """The control socket's pause and resume (vmm/README.md, "Control socket
-protocol"): a fully idle VM paused and resumed by request; the VM resuming
-itself for a guest timer (its jiffies exact), serial input and a kick;
-pause and resume racing; a busy vCPU parked out of KVM_RUN; pause without
---sysidle; SIGTERM while paused; the watch events, the status fields, the
-metrics file and sysidlectl pause / resume.
+protocol"): a fully idle VM paused (its threads asleep, no exits while
+paused) and resumed by request, by a kick and by serial input; the watch
+events, the status fields, the metrics file and sysidlectl pause /
+resume; SIGTERM and SIGINT while paused; a busy vCPU parked out of
+KVM_RUN; pause without --sysidle; pause and resume racing with kicks and
+serial input. The VM resuming itself for its guest's timers is
+test_pause_wake.py.
 
 usage: test_pause.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL
 Exit: 0 all passed, 1 a check failed, 77 skipped (no usable /dev/kvm)."""
@@ -13,7 +15,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,162 +24,9 @@ import vmmtest
 from vmmtest import Client, Vm, check, poll_until, tool
 
 vmmtest.init(sys.argv)
-SYSIDLECTL = sys.argv[4]
-REASONS = {"request", "timer", "input", "kick", "other"}
-
-
-class Watcher:
-    """A watch connection read by a thread: every line in .events, with the
-    time it arrived (monotonic) in .times."""
-
-    def __init__(self, path):
-        self.c = Client(path)
-        self.reply = self.c.request({"cmd": "watch"})
-        self.events, self.times = [], []
-        self.t = threading.Thread(target=self._run, daemon=True)
-        self.t.start()
-
-    def _run(self):
-        while True:
-            ev = self.c.line(3600)
-            if ev is None:
-                return
-            self.events.append(ev)
-            self.times.append(time.monotonic())
-
-    def wait(self, pred, timeout=10, start=0):
-        """The index of the first event from @start on for which @pred
-        holds, waited for at most @timeout seconds; None if none came."""
-        def look():
-            for i in range(start, len(self.events)):
-                if pred(self.events[i]):
-                    return i
-            return None
-        return poll_until(look, timeout, done=lambda i: i is not None)
-
-    def pauses(self, start=0):
-        return [e for e in self.events[start:]
-                if isinstance(e, dict) and e.get("event") in
-                ("paused", "resumed")]
-
-    def close(self):
-        self.c.close()
-
-
-def is_event(kind, **kw):
-    return lambda e: isinstance(e, dict) and e.get("event") == kind and \
-        all(e.get(k) == v for k, v in kw.items())
-
-
-def connect(path, proc, timeout=30):
-    def try_connect():
-        if proc.poll() is not None:
-            return "gone"
-        try:
-            return Client(path)
-        except OSError:
-            return None
-    c = poll_until(try_connect, timeout)
-    return c if isinstance(c, Client) else None
-
-
-def started(args, sock, up, what):
-    """A VM of @args with its control socket @sock, once the guest printed
-    a line matching @up: (vm, client); else a failed check '@what: socket
-    and guest up', the VM killed, and (None, None)."""
-    vm = Vm(args)
-    c = connect(sock, vm.p)
-    if c is not None and vm.wait_line(up, 20) is not None:
-        return vm, c
-    check(False, "%s: socket and guest up" % what, vm.err)
-    vm.stop(signal.SIGKILL)
-    return None, None
-
-
-def wait_status(c, pred, timeout=30):
-    """Polls status on @c until @pred(vm) holds; the last vm, or None."""
-    last = [None]
-
-    def look():
-        vm = c.status()
-        last[0] = vm
-        return vm is not None and pred(vm)
-    return last[0] if poll_until(look, timeout) else None
-
-
-def ask(c, obj):
-    """c.request(@obj); None when the connection is gone (the VM exited)."""
-    try:
-        return c.request(obj)
-    except OSError:
-        return None
-
-
-def ask_status(c):
-    """The VM object of a status request; None on any error."""
-    r = ask(c, {"cmd": "status"})
-    return r["vm"] if isinstance(r, dict) and r.get("ok") else None
-
-
-def quiescent(c, log, timeout=30):
-    """Polls until the VM is fully idle with its ticks stopped: "tick
-    stopped" the last line of its --sysidle-log, then a status in
-    FULL_NOTED with every vCPU halted. Returns that status (the vm object),
-    or None. FULL_NOTED alone is not enough before a pause: it is set while
-    the timekeeper may still be in a tick-only window (running, its tick
-    pending) and before its tick is stopped, so a pause taken then can be
-    ended at once by that tick, not by what the test does next."""
-    def look():
-        lines = vmmtest.read_lines(log)
-        if not lines or not lines[-1].endswith(" tick stopped"):
-            return None
-        vm = ask_status(c)
-        return vm if vm is not None and vm["state"] == "FULL_NOTED" and \
-            all(x["idle"] for x in vm["vcpus"]) else None
-    return poll_until(look, timeout)
-
-
-def thread_states(pid, tids):
-    """The /proc state letter of each thread in @tids."""
-    out = []
-    for t in tids:
-        try:
-            with open("/proc/%d/task/%d/stat" % (pid, t)) as f:
-                out.append(f.read().rsplit(")", 1)[1].split()[0])
-        except OSError:
-            out.append("?")
-    return out
-
-
-def thread_cpu(pid, tid):
-    """utime + stime of thread @tid, in clock ticks."""
-    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def metric_in(text, name):
-    m = re.search(r"^%s\{[^}]*\} (\S+)$" % re.escape(name), text, re.M)
-    return float(m.group(1)) if m else None
-
-
-def metric(path, name):
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError:
-        return None, ""
-    return metric_in(text, name), text
-
-
-def ctl(args, timeout=20):
-    p = subprocess.run([SYSIDLECTL] + args, capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def halt_exits(vm):
-    return [v["halt_exits"] for v in vm["vcpus"]]
+from pause_client import (  # noqa: E402
+    REASONS, Watcher, connect, ctl, halt_exits, is_event, metric, metric_in,
+    quiescent, started, thread_cpu, thread_states, wait_status)
 
 
 def test_idle(tmp):
@@ -378,220 +226,6 @@ def test_idle(tmp):
           "status gave (%s)" % want, sp)
 
 
-def vm_start_unix_ms(v):
-    """The VM's creation time, wall clock, in ms, from one status snapshot
-    alone (the VMM's own clock, not when this test got the reply):
-    since_unix_ms is when the current state began, in_state_s how long ago,
-    uptime_s how long ago the VM was created."""
-    return v["since_unix_ms"] + (v["in_state_s"] - v["uptime_s"]) * 1000.0
-
-
-# A guest timer test needs the VM paused before the timer's deadline; on a
-# loaded host the setup can take longer than that: the run is then done
-# again with a longer sleep (the checks come from the run that paused in
-# time; none is reported for a run that did not).
-TIMER_ATTEMPTS = 3
-
-
-def paused_in_time(w, r, v, deadline_ms, last, what, c, vm):
-    """(go on, paused at ms): whether the pause (watcher @w, reply @r,
-    status @v) came in time to test a timer due @deadline_ms after the
-    VM's creation, at least 200 ms before it (a status taken before the
-    deadline must say paused). When it did not and this is not the
-    @last attempt, the VM is dropped for another try with a longer sleep."""
-    at = v["uptime_s"] * 1000 if v else -1
-    if (w and isinstance(r, dict) and v and at < deadline_ms - 200) or last:
-        return True, at
-    print("# %s: paused only at %s, too late to test the timer: again "
-          "with a longer sleep" % (what, "%.0f ms" % at if v else "its end"))
-    if w:
-        w.close()
-    c.close()
-    vm.stop(signal.SIGKILL)
-    return False, at
-
-
-def pause_watched(sock, c):
-    """A watcher, then a pause and a status on @c: (watcher, pause reply,
-    status vm object), each None when the VM had already gone."""
-    try:
-        w = Watcher(sock)
-    except OSError:
-        return None, None, None
-    return w, ask(c, {"cmd": "pause"}), ask_status(c)
-
-
-def test_timer_pvtick(tmp):
-    """pvtick.elf sleeps on a one-shot LAPIC timer (1.5 s) with its pv
-    tick on, under --sysidle: fully idle, paused, the timer resumes the VM
-    at its deadline and the guest's jiffies are exact."""
-    for attempt in range(TIMER_ATTEMPTS):
-        if timer_pvtick(tmp, 1500 << attempt, attempt + 1 == TIMER_ATTEMPTS):
-            return
-
-
-def timer_pvtick(tmp, sleep_ms, last):
-    """One run; False when it paused too late to test the timer (and
-    @last is false: the caller tries again), else True."""
-    g = os.path.join(vmmtest.GUESTS, "pvtick.elf")
-    sock = os.path.join(tmp, "pvt%d.sock" % sleep_ms)
-    log = os.path.join(tmp, "pvt%d.log" % sleep_ms)
-    vm = Vm(["--sysidle", "--sysidle-log", log, "--append",
-             "hz=100 sleep=%d" % sleep_ms, "--control", sock, g])
-    c = connect(sock, vm.p)
-    if c is None:
-        check(False, "pvtick.elf: the control socket answers", vm.err)
-        vm.stop(signal.SIGKILL)
-        return True
-    # fully idle with the tick stopped: else the tick could end the pause
-    quiescent(c, log, 10)
-    # (the guest exits once its timer fired: the connections may be gone)
-    w, r, v = pause_watched(sock, c)
-    ok, at = paused_in_time(w, r, v, sleep_ms, last,
-                            "pvtick.elf sleep=%d" % sleep_ms, c, vm)
-    if not ok:
-        return False
-    check(v is not None and isinstance(r, dict) and
-          r.get("paused") is True and v["paused"] and at < sleep_ms - 200,
-          "pvtick.elf sleep=%d, --sysidle: fully idle, paused at %.0f ms" %
-          (sleep_ms, at), [r, v])
-    if w is None:
-        vm.stop(signal.SIGKILL)
-        return True
-    start_ms = vm_start_unix_ms(v) if v else 0
-    i = w.wait(is_event("resumed"), 10 + sleep_ms / 1000.0)
-    ev = w.events[i] if i is not None else {}
-    rc = vm.stop(None, 20)
-    # The guest arms the timer after the VM's creation and before its first
-    # HLT; the first state change of the --sysidle-log (ms since the VM
-    # started, the VMM's clock) comes after that HLT. So the deadline lies
-    # between start + sleep and first change + sleep, whatever the time
-    # the guest took to boot on a loaded host.
-    first = next((float(m.group(1)) for m in
-                  (re.match(r"^(\d+\.\d+) state ", l)
-                   for l in vmmtest.read_lines(log)) if m), None)
-    res = ev.get("unix_ms")
-    early = res - (start_ms + sleep_ms) if isinstance(res, int) else None
-    late = res - (start_ms + first + sleep_ms) \
-        if isinstance(res, int) and first is not None else None
-    check(ev.get("reason") == "timer" and early is not None and
-          late is not None and early >= -30 and late <= 300,
-          "the LAPIC timer resumes the VM: reason timer, %s ms after the "
-          "earliest deadline (VM start + %d ms), %s ms after the latest "
-          "(first state change + %d ms); bounds -30, 300 ms" %
-          (early if early is None else "%.0f" % early, sleep_ms,
-           late if late is None else "%.0f" % late, sleep_ms),
-          [w.events, vmmtest.read_lines(log)[:3]])
-    check(rc == 0 and "pvtick ok" in vm.lines,
-          "the guest's jiffies are exact after the pause (pvtick ok, exit "
-          "%s)" % rc, "\n".join(vm.lines) + vm.err)
-    w.close()
-    c.close()
-    return True
-
-
-def test_timer_plain(tmp):
-    """idle.elf sleep=1 without a tick and without --sysidle: paused
-    right after it armed its one-shot LAPIC timer; the timer resumes it at
-    the deadline, the guest sees it and exits 0."""
-    for attempt in range(TIMER_ATTEMPTS):
-        if timer_plain(tmp, 1 << attempt, attempt + 1 == TIMER_ATTEMPTS):
-            return
-
-
-def timer_plain(tmp, sleep_s, last):
-    """One run; False when it paused too late to test the timer (and
-    @last is false: the caller tries again), else True."""
-    sock = os.path.join(tmp, "plain%d.sock" % sleep_s)
-    vm = Vm(["--append", "hz=0 sleep=%d" % sleep_s, "--control", sock,
-             tool("idle.elf")])
-    c = connect(sock, vm.p)
-    armed = vm.wait_line(r"^idle: \d+ cpus up", 20)
-    # The guest prints this line after it armed the timer: when it is read
-    # here, the deadline is at most sleep_s away (wall clock, ms).
-    t_armed_ms = time.time() * 1000.0
-    if c is None or armed is None:
-        check(False, "idle.elf sleep=%d: socket and guest up" % sleep_s,
-              vm.err)
-        vm.stop(signal.SIGKILL)
-        return True
-    # (the guest exits once its timer fired: the connections may be gone)
-    w, r, v = pause_watched(sock, c)
-    ok, at = paused_in_time(w, r, v, sleep_s * 1000, last,
-                            "idle.elf sleep=%d" % sleep_s, c, vm)
-    if not ok:
-        return False
-    check(isinstance(r, dict) and r.get("paused") is True and
-          v is not None and v["paused"] and v["sysidle"] is False and
-          v["state"] == "NOT" and at < sleep_s * 1000 - 200,
-          "without --sysidle: pause ok, status paused (at %.0f ms), state "
-          "NOT" % at, [r, v])
-    if w is None:
-        vm.stop(signal.SIGKILL)
-        return True
-    start_ms = vm_start_unix_ms(v) if v else 0
-    i = w.wait(is_event("resumed"), 10 + sleep_s)
-    ev = w.events[i] if i is not None else {}
-    rc = vm.stop(None, 20)
-    # Timed by the VMM's clock (the event's unix_ms), not by when this test
-    # read the event: the deadline lies between the VM's creation + sleep
-    # and the moment this test read the guest's line + sleep.
-    res = ev.get("unix_ms")
-    early = res - (start_ms + sleep_s * 1000) if isinstance(res, int) \
-        else None
-    late = res - (t_armed_ms + sleep_s * 1000) if isinstance(res, int) \
-        else None
-    check(ev.get("reason") == "timer" and early is not None and
-          early >= -30 and late <= 300 and rc == 0 and
-          vm.wait_line(r"^idle: woken by timer", 1) is not None,
-          "without --sysidle: the LAPIC timer the guest armed for %d s "
-          "resumes the VM (reason timer) %s ms after the VM's creation + "
-          "%d s, %s ms after the guest's line was read + %d s (bounds -30, "
-          "300 ms); exit %s" %
-          (sleep_s, early if early is None else "%.0f" % early, sleep_s,
-           late if late is None else "%.0f" % late, sleep_s, rc),
-          [w.events, vm.lines])
-    w.close()
-    c.close()
-    return True
-
-
-def test_plain_tick(tmp):
-    """Without --sysidle a pv tick is a wake source too: a paused guest
-    with a 250 Hz tick resumes at its next tick."""
-    sock = os.path.join(tmp, "tick.sock")
-    vm, c = started(["--append", "hz=250", "--control", sock,
-                     tool("idle.elf")], sock, r"^idle: \d+ cpus up",
-                    "idle.elf hz=250")
-    if vm is None:
-        return
-    w = Watcher(sock)
-    # paused_ms is the VMM's own measure, but the tick that ends the pause
-    # is fired by its housekeeping thread, which a loaded host can run late.
-    # Every pause must be ended by the tick; the next one (4 ms) must be
-    # seen within 20 ms at least once in up to 5 pauses.
-    got = []
-    for n in range(5):
-        start = len(w.events)
-        r = c.request({"cmd": "pause"})
-        i = w.wait(is_event("resumed"), 10, start)
-        ev = w.events[i] if i is not None else {}
-        got.append((r.get("paused") if isinstance(r, dict) else r,
-                    ev.get("reason"), ev.get("paused_ms")))
-        if got[-1][:2] != (True, "timer") or \
-                not isinstance(got[-1][2], int) or got[-1][2] <= 20:
-            break
-    check(all(g[:2] == (True, "timer") and isinstance(g[2], int)
-              for g in got) and got[-1][2] <= 20,
-          "without --sysidle, pv tick 250 Hz: paused, resumed by the tick "
-          "(reason timer) after %s ms" % " / ".join(str(g[2]) for g in got),
-          [got, w.events])
-    w.close()
-    c.close()
-    rc = vm.stop()
-    check(rc == 143, "stopped (exit %s)" % rc, vm.err)
-
-
 def test_busy(tmp):
     """spin.elf spins with interrupts off: pause parks its vCPU out of
     KVM_RUN (the thread sleeps, uses no CPU); resume lets it spin again;
@@ -750,9 +384,6 @@ def main():
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         test_idle(tmp)
-        test_timer_pvtick(tmp)
-        test_timer_plain(tmp)
-        test_plain_tick(tmp)
         test_busy(tmp)
         test_no_sysidle_idle(tmp)
         test_race(tmp)
