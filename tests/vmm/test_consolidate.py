@@ -44,7 +44,7 @@ from consolidate_phases import (  # noqa: E402
 
 
 def main():
-    if not vmmtest.kvm_usable():
+    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
         return 77
     for g in ["idle.elf", "burst.elf"]:
         if not os.path.exists(tool(g)):
@@ -223,20 +223,27 @@ def run(tmp, full, idle_set, idle_arg):
             packed_at = t_read - ev_ms
             time.sleep(0.005)
         others = all(packed(n, now_aff()) for n in names[1:])
-        check(isinstance(first, dict) and first.get("state") ==
-              "FULL_NOTED" and ev is not None and restored_at is not None and
-              (packed_at is None or packed_at <= RESTORE_LIMIT_S * 1000) and
-              others,
-              "wake %s (a serial byte): FULL_NOTED -> %s seen on a watch; "
-              "its threads back on their own affinity: still packed at %s "
-              "ms, restored by %s ms after the change (the VMM's unix_ms; "
-              "limit %d ms, polled every 5 ms); the other two still packed" %
-              (names[0], ev and ev.get("to"),
-               "-" if packed_at is None else "%.1f" % packed_at,
-               "-" if restored_at is None else "%.1f" % restored_at,
-               RESTORE_LIMIT_S * 1000),
-              "\n".join(["first %s ev %s others %s" % (first, ev, others)] +
-                        daemon.lines))
+        if vmmtest.SCRIPTED:  # back in full idle within ms of the byte
+            vmmtest.skip("wake %s: the restore seen before the re-pack" %
+                         names[0], "a scripted idle.elf makes no 300 ms "
+                         "report after a byte")
+        else:
+            check(isinstance(first, dict) and
+                  first.get("state") == "FULL_NOTED" and ev is not None and
+                  restored_at is not None and
+                  (packed_at is None or
+                   packed_at <= RESTORE_LIMIT_S * 1000) and others,
+                  "wake %s (a serial byte): FULL_NOTED -> %s seen on a watch; "
+                  "its threads back on their own affinity: still packed at %s "
+                  "ms, restored by %s ms after the change (the VMM's unix_ms; "
+                  "limit %d ms, polled every 5 ms); the other two still "
+                  "packed" %
+                  (names[0], ev and ev.get("to"),
+                   "-" if packed_at is None else "%.1f" % packed_at,
+                   "-" if restored_at is None else "%.1f" % restored_at,
+                   RESTORE_LIMIT_S * 1000),
+                  "\n".join(["first %s ev %s others %s" %
+                             (first, ev, others)] + daemon.lines))
         line = daemon.wait_line(r"^restore %s: 3 threads" % names[0], 5, n0)
         check(line is not None and "FULL_NOTED -> " in line,
               "daemon: 'restore %s: 3 threads ...' with its reason" %

@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 import vmmtest
-from vmmtest import STATUS, check, expect, kvm_usable, run, skip
+from vmmtest import STATUS, check, expect, host_has_kvm, run, skip
 
 vmmtest.init(sys.argv)
 VMM, GUESTS = vmmtest.VMM, vmmtest.GUESTS
@@ -183,7 +183,7 @@ def no_kvm_command():
     """How to run the VMM on a host without KVM: as it is when /dev/kvm
     cannot be opened here, else in a mount namespace of its own whose /dev
     is an empty tmpfs (root and unshare(1)); None when neither works."""
-    if not kvm_usable(say=False):
+    if not host_has_kvm():
         return []
     if os.geteuid() != 0 or not shutil.which("unshare"):
         return None
@@ -221,7 +221,7 @@ def main():
     if not os.path.exists(VMM):
         print("# %s missing" % VMM)
         return 1
-    if not kvm_usable(say=False):
+    if not host_has_kvm():
         print("# /dev/kvm is not usable: this is all of the VMM that can "
               "be checked here")
     with tempfile.TemporaryDirectory() as tmp:

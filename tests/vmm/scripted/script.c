@@ -64,6 +64,30 @@ static int value(struct parser *p, const char *w, struct script_step *st)
 	return number(p, w, UINT64_MAX, &st->b);
 }
 
+/* "outs"'s bytes, as hex digits, two a byte. */
+static int hex_bytes(struct parser *p, const char *w, struct script_step *st)
+{
+	size_t n = strlen(w);
+	uint8_t *b;
+
+	if (!n || n % 2 || n / 2 > SCRIPT_MAX_OUTS ||
+	    strspn(w, "0123456789abcdefABCDEF") != n)
+		return fail(p, "outs: 1 to %u bytes as hex digits",
+			    SCRIPT_MAX_OUTS);
+	b = malloc(n / 2);
+	if (!b)
+		return fail(p, "out of memory");
+	for (size_t i = 0; i < n / 2; i++) {
+		char pair[3] = { w[2 * i], w[2 * i + 1], 0 };
+
+		b[i] = (uint8_t)strtoul(pair, NULL, 16);
+	}
+	st->data = b;
+	st->len = (uint32_t)(n / 2);
+	st->size = 1;
+	return 0;
+}
+
 static int size_of(struct parser *p, const char *w, uint64_t max,
 		   uint8_t *out)
 {
@@ -174,7 +198,7 @@ static const struct {
 	enum script_op op;
 	int args;  /* words after the name */
 } simple[] = {
-	{ "out", OP_OUT, 3 }, { "in", OP_IN, 2 },
+	{ "out", OP_OUT, 3 }, { "in", OP_IN, 2 }, { "outs", OP_OUTS, 2 },
 	{ "mmio-write", OP_MMIO_WRITE, 3 }, { "mmio-read", OP_MMIO_READ, 2 },
 	{ "wrmsr", OP_WRMSR, 2 }, { "rdmsr", OP_RDMSR, 1 },
 	{ "hlt", OP_HLT, 0 }, { "shutdown", OP_SHUTDOWN, 0 },
@@ -212,6 +236,10 @@ static int step(struct parser *p, char **w, int n)
 		    size_of(p, w[2], 4, &st->size))
 			return -1;
 		return n == 4 ? value(p, w[3], st) : 0;
+	case OP_OUTS:
+		if (number(p, w[1], 0xffff, &st->a))
+			return -1;
+		return hex_bytes(p, w[2], st);
 	case OP_MMIO_WRITE:
 	case OP_MMIO_READ:
 		if (number(p, w[1], UINT64_MAX, &st->a) ||

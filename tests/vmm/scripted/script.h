@@ -14,10 +14,12 @@
 #define SCRIPT_MAX_BYTES (1u << 20)
 #define SCRIPT_MAX_STEPS 100000u
 #define SCRIPT_MAX_SECTIONS 1024u
+#define SCRIPT_MAX_OUTS 4096u /* bytes of one outs: the PIO page */
 
 enum script_op {
 	OP_OUT,       /* a: port, size, b: value          -> KVM_EXIT_IO */
 	OP_IN,        /* a: port, size                    -> KVM_EXIT_IO */
+	OP_OUTS,      /* a: port, data: bytes (rep outsb) -> KVM_EXIT_IO */
 	OP_MMIO_WRITE, /* a: address, size, b: value      -> KVM_EXIT_MMIO */
 	OP_MMIO_READ, /* a: address, size                 -> KVM_EXIT_MMIO */
 	OP_WRMSR,     /* a: MSR, b: value            -> KVM_EXIT_X86_WRMSR */
@@ -41,6 +43,8 @@ struct script_step {
 	uint64_t a, b;
 	uint32_t jump;
 	uint32_t line;      /* in the script, for the trace */
+	const uint8_t *data; /* OP_OUTS: its bytes, len of them */
+	uint32_t len;
 };
 
 struct script_program {

@@ -51,38 +51,34 @@ static int interrupted(struct scripted_vcpu *c)
 }
 
 /*
- * Runs no step until a signal (the VMM's kick) or, with @until_ns, that
- * time. Returns 1 at the time, 0 on a signal or a kick already made. All
- * signals are blocked while immediate_exit is read, and let in only by
- * ppoll: a kick is either seen in the flag or ends the ppoll.
+ * Runs the guest on, no exit, as a guest busy on its CPU does: the
+ * thread spins (burning its CPU time) until a signal (the VMM's kick) or,
+ * with @until_ns, that time. Returns 1 at the time, 0 on a signal or a
+ * kick already made. All signals are blocked while immediate_exit is
+ * read, and let in only by a ppoll that does not wait: a kick is either
+ * seen in the flag or pending as a signal, which ends that ppoll.
  */
 static int wait_kick(struct scripted_vcpu *c, uint64_t until_ns)
 {
-	struct timespec ts, *tp = NULL;
+	struct timespec zero = { 0, 0 };
 	sigset_t all, old;
-	uint64_t now;
 	int rc = 0;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	/* acquire: pairs with the VMM's release store of the flag before
-	 * its signal (vcpu_kick_run): a kick that is not pending as a
-	 * signal any more has set it */
-	if (__atomic_load_n(&c->run->immediate_exit, __ATOMIC_ACQUIRE))
-		goto out;
-	if (until_ns) {
-		now = mono_ns();
-		if (now >= until_ns) {
+	for (;;) {
+		/* acquire: pairs with the VMM's release store of the flag
+		 * before its signal (vcpu_kick_run): a kick that is not
+		 * pending as a signal any more has set it */
+		if (__atomic_load_n(&c->run->immediate_exit, __ATOMIC_ACQUIRE))
+			break;
+		if (until_ns && mono_ns() >= until_ns) {
 			rc = 1;
-			goto out;
+			break;
 		}
-		ts.tv_sec = (time_t)((until_ns - now) / 1000000000ull);
-		ts.tv_nsec = (long)((until_ns - now) % 1000000000ull);
-		tp = &ts;
+		if (ppoll(NULL, 0, &zero, &old) < 0 && errno == EINTR)
+			break; /* the signal's handler has run */
 	}
-	if (ppoll(NULL, 0, tp, &old) == 0)
-		rc = 1;
-out:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
@@ -197,6 +193,15 @@ static int exit_for(struct scripted_vcpu *c, const struct script_step *st)
 		for (int i = 0; i < st->size; i++)
 			pio[i] = (uint8_t)(val >> (8 * i));
 		c->completing = st->op == OP_IN ? st : NULL;
+		return exit_to(c, KVM_EXIT_IO);
+	case OP_OUTS: /* rep outsb: the bytes in the PIO page, one exit */
+		r->io.direction = KVM_EXIT_IO_OUT;
+		r->io.size = 1;
+		r->io.port = (uint16_t)st->a;
+		r->io.count = st->len;
+		r->io.data_offset = PIO_OFFSET;
+		memcpy(pio, st->data, st->len);
+		c->completing = NULL;
 		return exit_to(c, KVM_EXIT_IO);
 	case OP_MMIO_WRITE:
 	case OP_MMIO_READ:
