@@ -88,6 +88,24 @@ def serial_out(text):
                    for i in range(0, len(b), 64))
 
 
+def idle_sleep_script(cpus, sleep_s):
+    """idle.elf hz=0 sleep=S as the VMM sees it: every vCPU started, vCPU
+    0 in HLT until its one-shot TSC-deadline timer S seconds ahead, then
+    "idle: woken by timer" and the exit port, 0."""
+    text = ["vcpu 0", "  sti", "  mmio-write 0xfee000f0 4 0x1ff",
+            "  mmio-write 0xfee00320 4 0x40050"]  # LVTT: TSC-deadline 0x50
+    text += ["  start-ap %d 0x10" % i for i in range(1, cpus)]
+    text += ["  wrmsr 0x6e0 tsc+%d" % (sleep_s * 1000000000),
+             serial_out("# idle: tick=none\nidle: %d cpus up, hz=0\n" %
+                        cpus).rstrip("\n"),
+             "  hlt-until 0x50",
+             serial_out("idle: woken by timer\n").rstrip("\n"), "  exit 0"]
+    if cpus > 1:
+        text += ["vcpu 1-%d" % (cpus - 1), "  sti", "  loop", "    hlt",
+                 "  end"]
+    return "\n".join(text + ["on 0x50", "  eoi"]) + "\n"
+
+
 def idle_script(cpus, hz):
     """idle.elf as the VMM sees it: every vCPU started and in HLT for
     ever; vCPU 0 with the pv tick at @hz (each tick reads the missed count)
@@ -161,8 +179,8 @@ def hello_script(opts):
 
 def scripted_guest(args):
     """The environment for vmm-scripted on @args: the script standing for
-    the guest image they name (idle.elf without sleep=, burst.elf,
-    hello.elf and spin.elf have one); for any other, a guest that halts
+    the guest image they name (idle.elf without sleep= or with hz=0,
+    burst.elf, hello.elf and spin.elf have one); for any other, a guest that halts
     with interrupts off at once: what comes before the guest runs (the
     options, the loader's checks) runs as with KVM, the guest's own
     output never comes."""
@@ -177,6 +195,8 @@ def scripted_guest(args):
     hz = int(opts.get("hz", "250"))
     if kernel == "idle.elf" and "sleep" not in opts:
         text = idle_script(cpus, hz)
+    elif kernel == "idle.elf" and hz == 0 and "tick" not in opts:
+        text = idle_sleep_script(cpus, int(opts["sleep"]))
     elif kernel == "hello.elf" and hello_script(opts):
         text = hello_script(opts)
     elif kernel == "spin.elf":  # "spinning", then cli and no exit again

@@ -201,7 +201,8 @@ static const struct {
 	{ "out", OP_OUT, 3 }, { "in", OP_IN, 2 }, { "outs", OP_OUTS, 2 },
 	{ "mmio-write", OP_MMIO_WRITE, 3 }, { "mmio-read", OP_MMIO_READ, 2 },
 	{ "wrmsr", OP_WRMSR, 2 }, { "rdmsr", OP_RDMSR, 1 },
-	{ "hlt", OP_HLT, 0 }, { "shutdown", OP_SHUTDOWN, 0 },
+	{ "hlt", OP_HLT, 0 }, { "hlt-until", OP_HLT_UNTIL, 1 },
+	{ "shutdown", OP_SHUTDOWN, 0 },
 	{ "sti", OP_STI, 0 }, { "cli", OP_CLI, 0 },
 	{ "wait-irq", OP_WAIT_IRQ, 1 }, { "spin", OP_SPIN, 0 },
 	{ "busy", OP_BUSY, 1 }, { "repeat", OP_REPEAT, 1 },
@@ -253,6 +254,7 @@ static int step(struct parser *p, char **w, int n)
 	case OP_RDMSR:
 		return number(p, w[1], UINT32_MAX, &st->a);
 	case OP_WAIT_IRQ:
+	case OP_HLT_UNTIL:
 		return number(p, w[1], 255, &st->a);
 	case OP_BUSY:
 		return number(p, w[1], 3600ull * 1000000000ull, &st->a);

@@ -25,6 +25,7 @@ enum script_op {
 	OP_WRMSR,     /* a: MSR, b: value            -> KVM_EXIT_X86_WRMSR */
 	OP_RDMSR,     /* a: MSR                      -> KVM_EXIT_X86_RDMSR */
 	OP_HLT,       /*                                  -> KVM_EXIT_HLT */
+	OP_HLT_UNTIL, /* a: vector: HLT until it has been taken -> HLT */
 	OP_SHUTDOWN,  /* a triple fault              -> KVM_EXIT_SHUTDOWN */
 	OP_STI,       /* IF = 1, no exit */
 	OP_CLI,       /* IF = 0, no exit */

@@ -288,6 +288,13 @@ static int inner_step(struct scripted_vcpu *c, struct frame *f,
 		wait_kick(c, 0);
 		*rc = interrupted(c);
 		return 0;
+	case OP_HLT_UNTIL: /* while (!flag) hlt; the flag set by a handler */
+		if (c->taken[st->a] > c->waited[st->a]) {
+			c->waited[st->a] = c->taken[st->a];
+			break;
+		}
+		*rc = exit_to(c, KVM_EXIT_HLT);
+		return 0;
 	case OP_BUSY:
 		if (!f->step_started) {
 			f->step_started = true;
