@@ -44,8 +44,9 @@ from consolidate_phases import (  # noqa: E402
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     for g in ["idle.elf", "burst.elf"]:
         if not os.path.exists(tool(g)):
             print("# %s not built: consolidate tests skipped" % tool(g))

@@ -181,11 +181,9 @@ class Crash:
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
-    if not os.path.exists(tool("idle.elf")):
-        print("# %s not built: skipped" % tool("idle.elf"))
-        return 77
+    skip = vmmtest.vm_or_skip("idle.elf")
+    if skip:
+        return skip
     full = os.sched_getaffinity(0)
     if len(full) < 2:
         print("# only CPU %s to run on: skipped" % sorted(full))

@@ -266,12 +266,9 @@ def test_main(tmp):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
-    if not os.path.exists(tool("idle.elf")):
-        print("# %s not built: control socket tests skipped" %
-              tool("idle.elf"))
-        return 77
+    skip = vmmtest.vm_or_skip("idle.elf")
+    if skip:
+        return skip
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         test_main(tmp)

@@ -17,7 +17,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 import vmmtest
-from vmmtest import check, poll_until, read_lines, tool
+from vmmtest import check, poll_until, read_lines
 
 vmmtest.init(sys.argv)
 from hook_recorder import (  # noqa: E402
@@ -186,12 +186,9 @@ def test_dirs(tmp):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        print("1..0 # SKIP /dev/kvm is not usable")
-        return 77
-    if not os.path.exists(tool("idle.elf")):
-        print("1..0 # SKIP %s is not built" % tool("idle.elf"))
-        return 77
+    skip = vmmtest.vm_or_skip("idle.elf")
+    if skip:
+        return skip
     with tempfile.TemporaryDirectory() as tmp:
         test_dirs(tmp)
         test_events(tmp)

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import check, read_lines, tool
+from vmmtest import check, read_lines
 
 vmmtest.init(sys.argv)
 import urnschema  # noqa: E402
@@ -146,12 +146,9 @@ def test_sample(tmp):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        print("1..0 # SKIP /dev/kvm is not usable")
-        return 77
-    if not os.path.exists(tool("idle.elf")):
-        print("1..0 # SKIP %s is not built" % tool("idle.elf"))
-        return 77
+    skip = vmmtest.vm_or_skip("idle.elf")
+    if skip:
+        return skip
     with tempfile.TemporaryDirectory() as tmp:
         test_sample(tmp)
     return vmmtest.finish()

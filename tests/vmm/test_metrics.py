@@ -435,8 +435,9 @@ def test_escaping(tmp):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     if not CTL:
         print("# usage: test_metrics.py VMM GUEST_DIR GUEST_TOOLS_DIR "
               "SYSIDLECTL")

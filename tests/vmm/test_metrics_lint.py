@@ -239,8 +239,9 @@ def test_file(tmp):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     if not PROMTOOL:
         print("# SKIP: promtool not found on PATH (Debian package "
               "prometheus): the promtool checks are skipped, the rest runs")

@@ -323,8 +323,9 @@ def test_sweep():
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         test_stats_fifo_no_reader(tmp)

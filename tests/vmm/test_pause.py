@@ -379,11 +379,9 @@ def test_race(tmp):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
-    if not os.path.exists(tool("idle.elf")):
-        print("# %s not built: pause tests skipped" % tool("idle.elf"))
-        return 77
+    skip = vmmtest.vm_or_skip("idle.elf")
+    if skip:
+        return skip
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         test_idle(tmp)

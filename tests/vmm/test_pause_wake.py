@@ -244,11 +244,9 @@ def test_plain_tick(tmp):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
-    if not os.path.exists(tool("idle.elf")):
-        print("# %s not built: pause tests skipped" % tool("idle.elf"))
-        return 77
+    skip = vmmtest.vm_or_skip("idle.elf")
+    if skip:
+        return skip
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         if not vmmtest.scripted_skip("pvtick.elf sleep=, --sysidle: its "

@@ -168,8 +168,9 @@ def test_top_terminal(d, vms):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     d = tempfile.mkdtemp(prefix="sysidlectl.")
     vms = {"web 1": start(d, "web 1", "web 1.sock"),
            "db 2": start(d, "db 2", "w2.sock"),

@@ -285,8 +285,9 @@ def test_fake(tmp):
 
 
 def main():
-    if not vmmtest.kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     if not CTL:
         print("# usage: test_sysidlectl_fake.py VMM GUEST_DIR "
               "GUEST_TOOLS_DIR SYSIDLECTL")

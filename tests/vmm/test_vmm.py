@@ -21,7 +21,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import check, expect, kvm_usable, run
+from vmmtest import check, expect, run
 
 vmmtest.init(sys.argv)
 VMM, GUESTS, TOOLS = vmmtest.VMM, vmmtest.GUESTS, vmmtest.TOOLS
@@ -227,8 +227,9 @@ def main():
     if not os.path.exists(vmmtest.VMM):
         print("# %s missing" % VMM)
         return 1
-    if not kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     with tempfile.TemporaryDirectory() as tmp:
         test_options()
         test_config(tmp)

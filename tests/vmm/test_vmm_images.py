@@ -16,7 +16,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import check, expect, kvm_usable
+from vmmtest import check, expect
 
 vmmtest.init(sys.argv)
 VMM, GUESTS, TOOLS = vmmtest.VMM, vmmtest.GUESTS, vmmtest.TOOLS
@@ -189,8 +189,9 @@ def main():
     if not os.path.exists(vmmtest.VMM):
         print("# %s missing" % VMM)
         return 1
-    if not kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     with tempfile.TemporaryDirectory() as tmp:
         test_images(tmp)
         test_loader_spec(tmp)

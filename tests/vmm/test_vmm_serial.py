@@ -19,7 +19,7 @@ import tempfile
 import time
 
 import vmmtest
-from vmmtest import check, kvm_usable, run
+from vmmtest import check, run
 
 vmmtest.init(sys.argv)
 VMM, GUESTS, TOOLS = vmmtest.VMM, vmmtest.GUESTS, vmmtest.TOOLS
@@ -216,8 +216,9 @@ def main():
     if not os.path.exists(vmmtest.VMM):
         print("# %s missing" % VMM)
         return 1
-    if not kvm_usable(say=False) and not vmmtest.use_scripted():
-        return 77
+    skip = vmmtest.vm_or_skip()
+    if skip:
+        return skip
     with tempfile.TemporaryDirectory() as tmp:
         test_serial_output(tmp)
         if not vmmtest.scripted_skip("serialirq.elf's exit code, storm.elf's "

@@ -71,6 +71,20 @@ def use_scripted():
     return True
 
 
+def vm_or_skip(*guests):
+    """Whether a test's VMs can run here: None when they can, on KVM or on
+    a scripted KVM (use_scripted), with the guest-tools images @guests
+    built; else 77, after a TAP skip-all line saying why."""
+    if not kvm_usable(say=False) and not use_scripted():
+        print("1..0 # SKIP no usable /dev/kvm and no vmm-scripted")
+        return 77
+    for g in guests:
+        if not os.path.exists(tool(g)):
+            print("1..0 # SKIP %s is not built" % tool(g))
+            return 77
+    return None
+
+
 def scripted_skip(what):
     """On a scripted KVM (use_scripted), a check of what a guest's own code
     does is skipped, saying so; returns whether it was."""
