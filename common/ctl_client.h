@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * A client of the VMM's control socket (vmm/README.md, "Control socket"):
+ * A client of the VMM's control socket (vmm/export/README.md, "Control socket
+ * protocol"):
  * a unix stream socket, DIR/NAME.sock, JSON lines both ways: a request
  * {"cmd":CMD}, one reply {"ok":true,...} or {"ok":false,"error":..}, and
  * for "watch" one event object per line after the reply.

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """A fake VMM control socket that speaks the protocol sysidle-consolidate
-uses (vmm/README.md, "Control socket protocol"): status, pause, resume,
+uses (vmm/export/README.md, "Control socket protocol"): status, pause, resume,
 kick, and watch, plain or filtered. Filtered ({"cmd":"watch","edges":
 "full_idle","enter_after_ms":P,"leave_after_ms":R}) it replies with
 "edges", the times and "full_idle", then sends only the settled edges the

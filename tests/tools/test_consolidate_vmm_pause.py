@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """tools/sysidle-consolidate with this VMM's pause/resume: the client logic
 against a fake control socket (a small server speaking the protocol of
-vmm/README.md, its "threads" threads of this process).
+vmm/export/README.md, its "threads" threads of this process).
 
 Checked: pause after --suspend-after, a self-resume reported by the VMM
 (timer) seen and not answered, paused again when idle again, resumed on

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only
-"""The VMM's --metrics-file (the Prometheus text file, vmm/README.md,
+"""The VMM's --metrics-file (the Prometheus text file, vmm/export/README.md,
 "Metrics") as the tests read it: parsed with prometheus_client (Metrics),
 read with its inode and mtime (read_versioned), every family checked for
 its type, HELP and labels (check_format), the file when it shows full
@@ -30,7 +30,7 @@ except ImportError:
     except ImportError:
         text_string_to_metric_families = None
 
-# sample name -> (type, label names), as documented in vmm/README.md
+# sample name -> (type, label names), as documented in vmm/export/README.md
 VM = {"vm", "uuid"}
 FAMILIES = {
     "sysidle_vm_up": ("gauge", VM),

@@ -3,8 +3,8 @@
 """The control socket on one VM with --control PATH: permissions, status,
 watch, kick, slow and vanished clients (control_watch.py), bad requests,
 a path in use. The client side is Python's socket module (the protocol is
-in vmm/README.md), not sysidlectl. The socket's other paths and limits (a
-stale file, no --sysidle, too many and silent clients, the default path,
+in vmm/export/README.md), not sysidlectl. The socket's other paths and limits
+(a stale file, no --sysidle, too many and silent clients, the default path,
 --control none) are test_control_paths.py.
 
 usage: test_control.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL

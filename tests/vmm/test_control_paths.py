@@ -4,7 +4,7 @@
 VM without --sysidle (status, kick refused, watch), too many clients,
 clients that connect and say nothing, the default path (/run/sysidle/NAME.sock,
 a name with spaces) and --control none (no socket at all). The client
-side is Python's socket module (the protocol is in vmm/README.md), not
+side is Python's socket module (the protocol is in vmm/export/README.md), not
 sysidlectl.
 
 usage: test_control_paths.py VMM GUEST_DIR GUEST_TOOLS_DIR SYSIDLECTL

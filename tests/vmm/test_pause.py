@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""The control socket's pause and resume (vmm/README.md, "Control socket
+"""The control socket's pause and resume (vmm/export/README.md, "Control socket
 protocol"): a fully idle VM paused (its threads asleep, no exits while
 paused) and resumed by request, by a kick and by serial input; the watch
 events, the status fields, the metrics file and sysidlectl pause /

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""A paused VM resuming itself for its guest's timers (vmm/README.md,
+"""A paused VM resuming itself for its guest's timers (vmm/export/README.md,
 "Control socket protocol"), each resume reported with reason timer: a
 one-shot LAPIC timer under --sysidle with the pv tick (at its deadline,
 the guest's jiffies exact), idle.elf's sleep without a tick and without

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""The PromQL examples of vmm/README.md ("Metrics"), evaluated by promtool
-on fixed series shaped as the VMM's metrics file (promql/examples.yml:
+"""The PromQL examples of vmm/export/README.md ("Metrics"), evaluated by
+promtool on fixed series shaped as the VMM's metrics file (promql/examples.yml:
 which VMs are idle for more than an hour, the idle fraction per host now
 and over an hour, the live full-idle seconds, with their exact values).
 

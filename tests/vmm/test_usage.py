@@ -113,7 +113,7 @@ def test_sysidle_options():
 
 
 def test_wake_path_options():
-    """The wake path's options (vmm/README.md, "vCPU states")."""
+    """The wake path's options (vmm/machine/README.md, "vCPU states")."""
     bad = [["--halt-poll-ns", "-1"], ["--halt-poll-ns", "abc"],
            ["--halt-poll-ns", "10000001"], ["--timer-advance-ns", "1x"],
            ["--vcpu-timers", "both"], ["--sched-slice-us", "99"],

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """The filtered watch: {"cmd":"watch","edges":"full_idle",
-"enter_after_ms":P,"leave_after_ms":R} (vmm/README.md, "Filtered watch"):
-bad parameters refused, settled edges only (no state events), a wake
+"enter_after_ms":P,"leave_after_ms":R} (vmm/export/README.md, "Filtered
+watch"): bad parameters refused, settled edges only (no state events), a wake
 shorter than R and a full idle period shorter than P send nothing, the
 edges' times, pause and resume events still delivered, and without
 --sysidle never an edge. A plain watch on the same VM tells the test

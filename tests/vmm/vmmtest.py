@@ -28,7 +28,7 @@ POLL_STEP = 0.02  # seconds between two looks in the polling loops
 # The VMM's exit statuses (vmm/base/error.h) and those of its signals.
 STATUS = {"usage": 110, "image": 111, "kvm": 112, "triple": 113,
           "internal": 114, "stats": 115, "sigint": 130, "sigterm": 143}
-# The namespace of the VMs' default uuids (vmm/README.md, "Metrics").
+# The namespace of the VMs' default uuids (vmm/export/README.md, "Metrics").
 UUID_NS = uuid.UUID("515d85be-6f26-497a-a590-01cdee562eb4")
 SANITIZER = re.compile(r"ThreadSanitizer|AddressSanitizer|LeakSanitizer|"
                        r"runtime error:")

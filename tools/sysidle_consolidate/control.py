@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """The client of this project's VMM control socket: the one place in this
 package that opens the socket and reads its lines (Unix stream, one JSON
-object per line; the protocol is in vmm/README.md, "Control socket
+object per line; the protocol is in vmm/export/README.md, "Control socket
 protocol").
 
 request() / status() / command(): one request on a connection of its own

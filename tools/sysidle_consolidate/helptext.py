@@ -26,7 +26,7 @@ FULL_NOTED):
 - this project's VMM (build/vmm --sysidle): every socket *.sock in DIR
   (default /run/sysidle, watched with inotify: a new socket is seen at
   once; --dir none: no directory) and every --socket PATH, one "watch"
-  connection each (vmm/README.md, "Control socket protocol"). A socket
+  connection each (vmm/export/README.md, "Control socket protocol"). A socket
   that does not answer yet is tried again after 50 ms, 100 ms, ...,
   then every second (a --socket PATH) or every minute (a socket in the
   watched DIR: a VMM that starts there creates its socket anew, which

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """This project's VMM instances, through their control sockets
-(vmm/README.md, "Control socket protocol", spoken by control.py): one
+(vmm/export/README.md, "Control socket protocol", spoken by control.py): one
 watch connection per VM, a "status" request to learn its threads
 (vmm_target.py), short request connections for "pause" and "resume".
 

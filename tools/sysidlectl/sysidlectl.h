@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * sysidlectl: the client of the VMM's control socket (see vmm/README.md
+ * sysidlectl: the client of the VMM's control socket (see vmm/export/README.md
  * for the protocol and tools/sysidlectl.md for the manual), on common's
  * control-socket client (ctl_client.h).
  *

@@ -11,7 +11,8 @@
 
 #define UUID_STR_LEN 37 /* 36 characters and the NUL */
 
-/* The namespace of the VMs' default uuids (vmm/README.md, "Metrics"). */
+/* The namespace of the VMs' default uuids (vmm/export/README.md,
+ * "Metrics"). */
 #define VMM_UUID_NAMESPACE "515d85be-6f26-497a-a590-01cdee562eb4"
 
 /* @s: a NUL-terminated string. 0 when it is a uuid in the canonical form

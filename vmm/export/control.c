@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The control socket (protocol in vmm/README.md): a Unix stream socket, mode
+ * The control socket (protocol in vmm/export/README.md): a Unix stream
+ * socket, mode
  * 0600, serving peers with the VMM's euid or root. Requests are JSON lines:
  * "status" (a snapshot of the VM), "watch" (one line per idle state
  * change, pause and resume from then on), "kick" (end full idle), "pause"

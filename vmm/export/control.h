@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The control socket's JSON objects (control_json.c), built with json-c;
- * the protocol is in vmm/README.md. Export thread only.
+ * the protocol is in vmm/export/README.md. Export thread only.
  */
 #ifndef VMM_EXPORT_CONTROL_H
 #define VMM_EXPORT_CONTROL_H

@@ -4,8 +4,8 @@
  * "enter_after_ms":P,"leave_after_ms":R} gets no state events, only
  * settled full-idle edges: "idle":true once the VM has been FULL_NOTED
  * for P ms without a break, "idle":false once it has been out of
- * FULL_NOTED for R ms without a break (vmm/README.md, "Filtered watch").
- * A wake shorter than R while reported idle, or a full idle period
+ * FULL_NOTED for R ms without a break (vmm/export/README.md, "Filtered
+ * watch"). A wake shorter than R while reported idle, or a full idle period
  * shorter than P while reported busy, sends nothing at all.
  *
  * Each watcher keeps the VM's side of FULL_NOTED as its state events

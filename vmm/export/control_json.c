@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The control socket's JSON objects: the status object and the watch
- * events (protocol in vmm/README.md). Built with json-c; export thread.
+ * events (protocol in vmm/export/README.md). Built with json-c; export thread.
  */
 #include <stdio.h>
 

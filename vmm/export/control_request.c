@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The control socket's requests (protocol in vmm/README.md): one JSON
+ * The control socket's requests (protocol in vmm/export/README.md): one JSON
  * object a line, "status", "watch", "kick", "pause", "resume". Export
  * thread only.
  */
