@@ -103,8 +103,9 @@ def compare(m, s1, s2, bad):
         if c["full_idle_seconds"] + 0.001 < \
                 m.value("sysidle_vm_full_idle_seconds_total"):
             bad.append("full_idle_seconds went back")
-        # the README's live value: the file's ended periods plus the
-        # current one from its start, the socket's live total
+        # vmm/export/README.md's live value ("Metrics"): the file's ended
+        # periods plus the current one from its start, the socket's live
+        # total
         live = m.value("sysidle_vm_full_idle_seconds_total") + \
             m.value("sysidle_vm_full_idle") * (
                 s1["since_unix_ms"] / 1000 - m.value(
