@@ -12,12 +12,14 @@
 #    staleness, the event loop's quit) and its bounded stop.
 # Each model has its own table of checks below, chosen by the file name.
 #
-#   check-model.sh SPIN CC MODEL.pml WORKDIR
+#   check-model.sh SPIN CC MODEL.pml WORKDIR [INCLUDED...]
 #
 # SPIN is the spin executable, CC a C compiler for the generated verifiers
 # (pan), MODEL.pml the model and WORKDIR a scratch directory (created; the
 # files made there are removed at exit, except the logs of a check that
-# did not give the expected result).
+# did not give the expected result). INCLUDED are the files the model
+# #includes (tk_handshake.pml is split by concern into several), copied
+# next to it.
 #
 # Every check is one exhaustive Spin run:
 #  - the correct model must satisfy every property: "errors: 0" and a
@@ -35,14 +37,26 @@
 
 set -euo pipefail
 
-if [ "$#" -ne 4 ]; then
-	echo "usage: $0 SPIN CC MODEL.pml WORKDIR" >&2
+if [ "$#" -lt 4 ]; then
+	echo "usage: $0 SPIN CC MODEL.pml WORKDIR [INCLUDED...]" >&2
 	exit 2
 fi
 spin=$1
 cc=$2
 model=$3
 work=$4
+shift 4
+# The included files, by absolute path, and their names in WORKDIR.
+included=()
+included_names=()
+for inc in "$@"; do
+	if [ ! -r "$inc" ]; then
+		echo "$0: cannot read $inc" >&2
+		exit 2
+	fi
+	included+=("$(cd "$(dirname "$inc")" && pwd)/$(basename "$inc")")
+	included_names+=("$(basename "$inc")")
+done
 
 nworkers=${SYSIDLE_MODEL_NWORKERS:-2}
 pan_cflags=${SYSIDLE_MODEL_CFLAGS:--O0}
@@ -75,14 +89,19 @@ work=$(pwd)
 cleanup()
 {
 	rm -f pan.b pan.c pan.h pan.m pan.p pan.t pan.tmp pan-* \
-		_spin_nvr.tmp "$name" "$name.trail" run.log replay.log
+		_spin_nvr.tmp "$name" "$name.trail" run.log replay.log \
+		${included_names[@]+"${included_names[@]}"}
 }
 trap cleanup EXIT
 cleanup
 rm -f failed-*.log
 # Spin and pan run on a local copy: pan writes its trail next to it, and
-# the replay of a trail (spin -t) reads it from there.
+# the replay of a trail (spin -t) reads it from there; the files it
+# includes are found next to it.
 cp "$model" "$name"
+for inc in ${included[@]+"${included[@]}"}; do
+	cp "$inc" .
+done
 
 now_ms() { date +%s%3N; }
 t_start=$(now_ms)
