@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
 from tap import check, finish, skip  # noqa: E402,F401 (the tests' reporter)
 from procfs import tasks  # noqa: E402,F401 (the tests' /proc reader)
+import scripted_guests  # noqa: E402 (the guests' scripts)
 
 VMM = GUESTS = TOOLS = None
 SELFTEST_TIMEOUT = 180  # seconds, one selftest boot (64 vCPUs is slow here)
@@ -43,14 +44,12 @@ def init(argv):
 # Without KVM: the VMM on a scripted KVM (tests/vmm/scripted/README.md).
 SCRIPTED = None  # the script directory once use_scripted() switched over
 SCRIPTED_ENV = "SYSIDLE_VMM_SCRIPTED"  # vmm-scripted, if not in GUESTS
-PVTICK_HZ, PVTICK_VECTOR, PVTICK_MISSED = 0x53490000, 0x53490001, 0x53490002
-IDLE_TICK_VECTOR, IDLE_SERIAL_VECTOR = 0x60, 0x34  # idle.elf's (rt.h)
 
 
 def use_scripted():
     """On a host without a usable /dev/kvm: run vmm-scripted (the VMM's
     objects on a scripted KVM) instead of the VMM, and idle.elf as a script
-    that does what idle.elf does as the VMM sees it (scripted_guest()).
+    that does what idle.elf does as the VMM sees it (scripted_guests.py).
     Returns whether it switched (vmm-scripted is built beside the test
     guests, never installed); says which in a TAP comment."""
     global VMM, SCRIPTED
@@ -94,146 +93,14 @@ def scripted_skip(what):
     return False
 
 
-def serial_out(text):
-    """Script steps that write @text to the serial port, 64 bytes an exit
-    (rep outsb, as the test guests print)."""
-    b = text.encode()
-    return "".join("  outs 0x3f8 %s\n" % b[i:i + 64].hex()
-                   for i in range(0, len(b), 64))
-
-
-def idle_sleep_script(cpus, sleep_s):
-    """idle.elf hz=0 sleep=S as the VMM sees it: every vCPU started, vCPU
-    0 in HLT until its one-shot TSC-deadline timer S seconds ahead, then
-    "idle: woken by timer" and the exit port, 0."""
-    text = ["vcpu 0", "  sti", "  mmio-write 0xfee000f0 4 0x1ff",
-            "  mmio-write 0xfee00320 4 0x40050"]  # LVTT: TSC-deadline 0x50
-    text += ["  start-ap %d 0x10" % i for i in range(1, cpus)]
-    text += ["  wrmsr 0x6e0 tsc+%d" % (sleep_s * 1000000000),
-             serial_out("# idle: tick=none\nidle: %d cpus up, hz=0\n" %
-                        cpus).rstrip("\n"),
-             "  hlt-until 0x50",
-             serial_out("idle: woken by timer\n").rstrip("\n"), "  exit 0"]
-    if cpus > 1:
-        text += ["vcpu 1-%d" % (cpus - 1), "  sti", "  loop", "    hlt",
-                 "  end"]
-    return "\n".join(text + ["on 0x50", "  eoi"]) + "\n"
-
-
-def idle_script(cpus, hz):
-    """idle.elf as the VMM sees it: every vCPU started and in HLT for
-    ever; vCPU 0 with the pv tick at @hz (each tick reads the missed count)
-    and the serial receive interrupt (each reads the byte and the missed
-    count), its two start-up lines and "idle: woken by serial" for each
-    serial interrupt. What it does not do: count jiffies (no "jiffies=",
-    no "idle: jiffies ok")."""
-    text = ["vcpu 0", "  sti", "  mmio-write 0xfee000f0 4 0x1ff"]
-    text += ["  start-ap %d 0x10" % i for i in range(1, cpus)]
-    if hz:
-        text += ["  wrmsr %#x %#x" % (PVTICK_VECTOR, IDLE_TICK_VECTOR),
-                 "  wrmsr %#x %d" % (PVTICK_HZ, hz)]
-    text.append(serial_out("# idle: tick=%s\n" % ("pv" if hz else "none"))
-                .rstrip("\n"))
-    text += ["  out 0x3f9 1 1",
-             "  mmio-write 0xfec00000 4 0x19", "  mmio-write 0xfec00010 4 0",
-             "  mmio-write 0xfec00000 4 0x18",
-             "  mmio-write 0xfec00010 4 %#x" % IDLE_SERIAL_VECTOR]
-    text.append(serial_out("idle: %d cpus up, hz=%d\n" % (cpus, hz))
-                .rstrip("\n"))
-    halt = ["  loop", "    hlt", "  end"]
-    text += halt
-    if cpus > 1:
-        text += ["vcpu 1-%d" % (cpus - 1), "  sti"] + halt
-    text += ["on %#x" % IDLE_SERIAL_VECTOR, "  in 0x3f8 1",
-             "  rdmsr %#x" % PVTICK_MISSED,
-             serial_out("idle: woken by serial\n").rstrip("\n"), "  eoi",
-             "on %#x" % IDLE_TICK_VECTOR, "  rdmsr %#x" % PVTICK_MISSED,
-             "  eoi"]
-    return "\n".join(text) + "\n"
-
-
-def burst_script(cpus, hz, period_ms, duty):
-    """burst.elf as the VMM sees it, roughly: vCPU 0 busy (no exit) for
-    @duty % of every @period_ms, in HLT until its TSC-deadline timer for
-    the rest; the others in HLT; the pv tick at @hz."""
-    busy = period_ms * duty // 100
-    text = ["vcpu 0", "  sti", "  mmio-write 0xfee000f0 4 0x1ff",
-            "  mmio-write 0xfee00320 4 0x40050"]  # LVTT: TSC-deadline 0x50
-    text += ["  start-ap %d 0x10" % i for i in range(1, cpus)]
-    if hz:
-        text += ["  wrmsr %#x %#x" % (PVTICK_VECTOR, IDLE_TICK_VECTOR),
-                 "  wrmsr %#x %d" % (PVTICK_HZ, hz)]
-    text += ["  loop", "    busy %d" % (busy * 1000000),
-             "    wrmsr 0x6e0 tsc+%d" % ((period_ms - busy) * 1000000),
-             "    hlt", "  end"]
-    if cpus > 1:
-        text += ["vcpu 1-%d" % (cpus - 1), "  sti", "  loop", "    hlt",
-                 "  end"]
-    text += ["on 0x50", "  eoi", "on %#x" % IDLE_TICK_VECTOR,
-             "  rdmsr %#x" % PVTICK_MISSED, "  eoi"]
-    return "\n".join(text) + "\n"
-
-
-def hello_script(opts):
-    """tests/vmm/guests/hello.elf: "hello", print= bytes of numbered
-    lines, then cli; hlt for ever (stay=1) or the exit port (exit=);
-    None for more than a script holds."""
-    out, i, n = "hello\n", 0, int(opts.get("print", "0"))
-    if n > 400000:
-        return None
-    while len(out) < 6 + n:
-        out += "%010d%s\n" % (i, "".join(chr(97 + (i + j) % 26)
-                                        for j in range(53)))
-        i += 1
-    text = "vcpu 0\n" + serial_out(out[:6 + n])
-    if opts.get("stay", "0") == "0":
-        text += "  exit %d\n" % int(opts.get("exit", "0"))
-    return text  # its steps run out: cli; hlt for ever
-
-
-def scripted_guest(args):
-    """The environment for vmm-scripted on @args: the script standing for
-    the guest image they name (idle.elf without sleep= or with hz=0,
-    burst.elf, hello.elf and spin.elf have one); for any other, a guest that halts
-    with interrupts off at once: what comes before the guest runs (the
-    options, the loader's checks) runs as with KVM, the guest's own
-    output never comes."""
-    kernel = os.path.basename(args[-1]) if args else ""
-    cpus, append = 1, ""
-    for i, a in enumerate(args[:-1]):
-        if a == "--cpus":
-            cpus = int(args[i + 1])
-        elif a == "--append":
-            append = args[i + 1]
-    opts = dict(w.split("=", 1) for w in append.split() if "=" in w)
-    hz = int(opts.get("hz", "250"))
-    if kernel == "idle.elf" and "sleep" not in opts:
-        text = idle_script(cpus, hz)
-    elif kernel == "idle.elf" and hz == 0 and "tick" not in opts:
-        text = idle_sleep_script(cpus, int(opts["sleep"]))
-    elif kernel == "hello.elf" and hello_script(opts):
-        text = hello_script(opts)
-    elif kernel == "spin.elf":  # "spinning", then cli and no exit again
-        text = "vcpu 0\n" + serial_out("spinning\n") + "  cli\n  spin\n"
-    elif kernel == "burst.elf":
-        text = burst_script(cpus, hz, int(opts.get("period", "100")),
-                            int(opts.get("duty", "50")))
-    else:  # no guest: what comes before it runs (options, the loader)
-        text = "vcpu 0\n"  # its steps run out at once: cli; hlt
-        kernel = "none"
-    path = os.path.join(SCRIPTED, "%s-%d.script" % (kernel, len(
-        os.listdir(SCRIPTED))))
-    with open(path, "w") as f:
-        f.write(text)
-    env = dict(os.environ)
-    env["SYSIDLE_VMM_SCRIPT"] = path
-    return env
-
-
 def vmm_env(args):
     """The VMM's environment for @args: ours, or on a scripted KVM the
-    script for their guest."""
-    return scripted_guest(args) if SCRIPTED else None
+    script for their guest (scripted_guests.py)."""
+    if not SCRIPTED:
+        return None
+    env = dict(os.environ)
+    env["SYSIDLE_VMM_SCRIPT"] = scripted_guests.script_for(args, SCRIPTED)
+    return env
 
 
 def vm_uuid(name):
