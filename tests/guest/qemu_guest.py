@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """Boot a guest-tools image under QEMU/KVM and judge it (TAP on stdout);
-without a usable /dev/kvm, under QEMU's TCG (unless --needs-kvm).
+without a usable /dev/kvm, under QEMU's TCG with platform=tcg appended to
+its command line (unless --needs-kvm).
 
 Success: QEMU exits with status 1 (isa-debug-exit: (0 << 1) | 1), the guest
 printed no "FAIL - " line and printed a line matching --expect. Every run
@@ -180,6 +181,7 @@ def main():
             print(f'skip: no usable /dev/kvm: {args.needs_kvm}', file=sys.stderr)
             return SKIP
         args.accel = 'tcg'
+        args.append = (args.append + ' platform=tcg').strip()
         if args.cpu == 'host':
             args.cpu = 'max'
         diag('/dev/kvm missing or not accessible: QEMU emulates the CPU (TCG)')

@@ -61,9 +61,11 @@ with open(%(record)r, "a") as f:
 
 
 def vcpu_tids(pid):
+    """QEMU's vCPU threads: "CPU N/KVM", or "CPU N/TCG" in a TCG domain."""
     out = []
+    mark = "/KVM" if plv.VIRT == "kvm" else "/TCG"
     for tid in os.listdir("/proc/%d/task" % pid):
-        if "/KVM" in plv.read("/proc/%d/task/%s/comm" % (pid, tid)):
+        if mark in plv.read("/proc/%d/task/%s/comm" % (pid, tid)):
             out.append(int(tid))
     return sorted(out)
 
@@ -114,6 +116,11 @@ def test_wakeups(libvirt, lv, dom, name, bridge, tmp, helpers):
     plv.diag("without the bridge: %.2f vCPU wake-ups/s per vCPU" % base)
     result = {}
     for source in ["kvm", "proc", "libvirt"]:
+        if source != "proc" and plv.VIRT != "kvm":
+            tap.skip("--source %s: no vCPU wake-up added" % source,
+                     "a TCG domain (no usable /dev/kvm) has no KVM "
+                     "statistics to read")
+            continue
         if source == "kvm" and not os.path.isdir("/sys/kernel/debug/kvm"):
             tap.skip("--source kvm: no vCPU wake-up added",
                      "no KVM debugfs here (/sys/kernel/debug/kvm), and it "
