@@ -26,7 +26,7 @@ from vmmtest import check, expect, run
 vmmtest.init(sys.argv)
 VMM, GUESTS, TOOLS = vmmtest.VMM, vmmtest.GUESTS, vmmtest.TOOLS
 from vmm_run_cost import (  # noqa: E402
-    RUN_TIMEOUT, cpu_used, finish, start_until)
+    RUN_TIMEOUT, halted_cost, start_until)
 
 
 def guest(name):
@@ -189,13 +189,11 @@ def test_acpi():
         if p is None:
             check(False, "acpi.elf sleep=4 boots")
             continue
-        used = cpu_used(p, 2, window=2)
-        p.send_signal(signal.SIGTERM)
-        rc, _, err = finish(p, 5)
+        used, rc, err = halted_cost(p, 2, window=2)
         check(used is not None and used < 10000000 and rc == 143,
               "asleep %s: %.2f ms of host CPU in 2 s, SIGTERM -> %s"
               % (" ".join(extra), (-1 if used is None else used) / 1e6, rc),
-              err if isinstance(err, str) else err.decode())
+              err)
 
 
 def test_storm():

@@ -3,8 +3,10 @@
 until its guest printed a marker (start_until) and waited for (finish),
 its vCPU threads asleep (vcpus_blocked), and the host CPU time of all its
 threads (cpu_ns), over a window once every vCPU thread has blocked
-(cpu_used). Imported after vmmtest.init(sys.argv)."""
+(cpu_used), and that measure followed by a SIGTERM (halted_cost).
+Imported after vmmtest.init(sys.argv)."""
 import os
+import signal
 import subprocess
 import time
 
@@ -28,8 +30,8 @@ def cpu_ns(pid):
 def start_until(args, marker, stdin=subprocess.DEVNULL):
     """Starts the VMM and reads stdout up to the line holding @marker;
     returns the process, or None (killed) if it never comes."""
-    p = subprocess.Popen([vmmtest.VMM] + args, stdin=stdin,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = vmmtest.popen(args, stdin=stdin, stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE)
     deadline = time.monotonic() + RUN_TIMEOUT
     os.set_blocking(p.stdout.fileno(), True)
     while time.monotonic() < deadline:
@@ -67,3 +69,12 @@ def cpu_used(p, ncpus, window):
     c0 = cpu_ns(p.pid)
     time.sleep(window)  # the measurement window itself
     return cpu_ns(p.pid) - c0
+
+
+def halted_cost(p, ncpus, window):
+    """@p's host CPU time in @window seconds once its @ncpus vCPUs are all
+    blocked (cpu_used), then SIGTERM: (ns or None, exit status, stderr)."""
+    used = cpu_used(p, ncpus, window)
+    p.send_signal(signal.SIGTERM)
+    rc, _, err = finish(p, 5)
+    return used, rc, err if isinstance(err, str) else err.decode()
