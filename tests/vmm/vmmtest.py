@@ -73,7 +73,11 @@ def use_scripted():
 def vm_or_skip(*guests):
     """Whether a test's VMs can run here: None when they can, on KVM or on
     a scripted KVM (use_scripted), with the guest-tools images @guests
-    built; else 77, after a TAP skip-all line saying why."""
+    built; else 77, after a TAP skip-all line saying why; 1 when the VMM
+    itself is missing."""
+    if not os.path.exists(VMM):
+        print("# %s missing" % VMM)
+        return 1
     if not kvm_usable(say=False) and not use_scripted():
         print("1..0 # SKIP no usable /dev/kvm and no vmm-scripted")
         return 77
