@@ -26,7 +26,8 @@ vmmtest.init(sys.argv)
 from hook_recorder import children  # noqa: E402 (the running hooks)
 KERNEL = os.path.join(vmmtest.GUESTS, "hello.elf")  # loaded, never run
 TMP = tempfile.mkdtemp(prefix="vmm-scripted-")
-PVTICK_HZ, PVTICK_VECTOR, PVTICK_MISSED = 0x53490000, 0x53490001, 0x53490002
+from scripted_guests import (  # noqa: E402 (guest_abi.h's pv tick MSRs)
+    PVTICK_HZ, PVTICK_MISSED, PVTICK_VECTOR)
 # The boot vCPU's serial interrupt (IOAPIC pin 4 -> vector 0x40), the pv
 # tick at 250 Hz on vector 0xec (each handler reads the missed count), and
 # vCPU 1 started; then "R" on the serial line.
