@@ -152,12 +152,6 @@ void hk_timer_cancel_quiet(struct hk_timer *t)
 /* No vCPU thread here: every timer goes to the (fake) housekeeping heap. */
 __thread struct vcpu *vcpu_self;
 
-uint64_t vcpu_timer_keep_ns(const struct vcpu *v)
-{
-	(void)v;
-	return 0;
-}
-
 /* No lock held, as on the housekeeping thread. */
 static struct hk_timer *fake_timers_earliest(void)
 {

@@ -46,6 +46,7 @@
 #include "machine/devices/edu.h"
 #include "machine/devices/rtc.h"
 #include "machine/pci.h"
+#include "machine/vcpu_loop.h"
 #include "machine/vm.h"
 
 #include "devices_fakes.h"
@@ -166,7 +167,8 @@ static void step_inject(struct vcpu *v)
 		/* The vector of an ICW2 base, or IR7's spurious one. */
 		assert((vec & 0xf8) == sh.pic_base[0] ||
 		       (vec & 0xf8) == sh.pic_base[1]);
-	} else if ((vec = lapic_pending_vector(&v->lapic)) >= 0) {
+	} else if (lapic_take_timer(&v->lapic),
+		   (vec = lapic_pending_vector(&v->lapic)) >= 0) {
 		lapic_accept(&v->lapic, vec);
 	}
 	pthread_mutex_unlock(&v->lock);
@@ -243,12 +245,12 @@ static void step_event(struct vcpu *v, struct in *in)
 		break;
 	case 5:
 		pthread_mutex_lock(&v->lock);
-		lapic_timer_hold(v);
+		lapic_timer_hold(&v->lapic.timer);
 		pthread_mutex_unlock(&v->lock);
 		break;
 	case 6:
 		pthread_mutex_lock(&v->lock);
-		lapic_timer_release(v);
+		lapic_timer_release(&v->lapic.timer);
 		pthread_mutex_unlock(&v->lock);
 		break;
 	default:
@@ -314,11 +316,10 @@ static void setup_input(uint8_t conf)
 		v->id = i;
 		v->started = true;
 		v->state = VCPU_RUNNING;
-		lapic_timer_init(v);
+		vcpu_timer_init(v);
 		lapic_reset(v);
-		v->lapic.tsc_khz = vm.tsc_khz;
-		v->lapic.tsc0_ns = fake_now;
-		v->lapic.tsc0 = 12345678;
+		lapic_timer_set_tsc(&v->lapic.timer, 12345678, fake_now,
+				    vm.tsc_khz);
 	}
 	edu = edu_saved;
 	pvtick_fini();

@@ -75,8 +75,8 @@ static void check_lapic(struct vcpu *v)
 		assert(((uint32_t)pend & APIC_PRIORITY_CLASS) >
 		       (expected_ppr(l) & APIC_PRIORITY_CLASS));
 	}
-	if (l->timer_icr || l->timer_deadline_ns)
-		assert(lapic_timer_read_ccr(v) <= l->timer_icr);
+	if (l->timer.icr || l->timer.deadline_ns)
+		assert(lapic_timer_read_ccr(&l->timer) <= l->timer.icr);
 	pthread_mutex_unlock(&v->lock);
 }
 
@@ -292,7 +292,7 @@ void mmio(struct vcpu *v, uint64_t addr, unsigned int len,
 		if (reg == APIC_REG_TPR)
 			assert(r == (v->lapic.tpr & APIC_PRIORITY_MASK));
 		if (reg == APIC_REG_TIMER_CCR)
-			assert(r <= v->lapic.timer_icr);
+			assert(r <= v->lapic.timer.icr);
 		pthread_mutex_unlock(&v->lock);
 	} else if (!lapic && addr - GUEST_IOAPIC_BASE < 0x1000) {
 		ioapic_note(addr - GUEST_IOAPIC_BASE, d, len, false);
@@ -326,7 +326,7 @@ void msr(struct vcpu *v, uint32_t index, bool is_write, uint64_t val)
 		if (index == APIC_X2APIC_MSR(APIC_REG_PPR))
 			assert(x == expected_ppr(&v->lapic));
 		if (index == APIC_X2APIC_MSR(APIC_REG_TIMER_CCR))
-			assert(x <= v->lapic.timer_icr);
+			assert(x <= v->lapic.timer.icr);
 		pthread_mutex_unlock(&v->lock);
 	}
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Promela model of a vCPU's HLT wait (vmm/machine/vcpu_halt.c) against
- * the threads that post to it (vcpu.c vcpu_kick_for, lapic_timer.c
+ * the threads that post to it (vcpu.c vcpu_kick_for, vcpu_timer.c
  * timer_self_moved), checked by check-model.sh. What it shows: polling
  * before blocking, and the vCPU serving its own timer, lose no wake-up:
  * the vCPU never stays blocked with an interrupt pending or a deadline
@@ -22,7 +22,7 @@
  *              makes an armed deadline due at any moment);
  *  - moved     another thread moved the deadline while the vCPU serves
  *              it (a held tick released: lapic_timer_release ->
- *              timer_arm -> timer_self_moved).
+ *              the ops' arm, vcpu_timer.c timer_arm -> timer_self_moved).
  * Processes: the vCPU thread (one HLT: poll, then block until an event,
  * serving its timer), a poster (one interrupt), the housekeeping thread
  * moving the deadline once, and time.
@@ -89,7 +89,8 @@ proctype vcpu()
 	do
 	:: event -> break
 	:: !event && dl == 2 ->
-		/* lapic_timer_expire: the timer's interrupt is posted */
+		/* vcpu_timer_expire: the timer's expiry is pending (taken
+		 * into the IRR by vcpu_has_wake_event) */
 		timer_fired = 1; dl = 0; event = 1; break
 	:: !event && dl != 2 ->
 		/* pthread_cond_(timed)wait: unlock and sleep in one step;

@@ -97,9 +97,9 @@ static struct json_object *stats_vcpu(struct vcpu *v)
 	add_u64(o, "pvtick_hz", pv.hz);
 	add_u64(o, "pvtick_delivered", pv.delivered);
 	add_u64(o, "pvtick_suppressed", pv.suppressed);
-	add_u64(o, "lapic_ticks_held", v->lapic.ticks_held);
-	add_u64(o, "lapic_ticks_caught_up", v->lapic.ticks_caught_up);
-	add_u64(o, "lapic_ticks_coalesced", v->lapic.ticks_coalesced);
+	add_u64(o, "lapic_ticks_held", v->lapic.timer.ticks_held);
+	add_u64(o, "lapic_ticks_caught_up", v->lapic.timer.ticks_caught_up);
+	add_u64(o, "lapic_ticks_coalesced", v->lapic.timer.ticks_coalesced);
 	return o;
 }
 

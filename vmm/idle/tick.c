@@ -83,7 +83,7 @@ static void idle_tick_arm(uint64_t prev, uint64_t now)
 	} else if (tk_tick(t, &vector, &lp)) {
 		/* the guest's LAPIC tick: the same grid, at most 250 Hz */
 		p = lp * ((HK_TICK_DEFAULT_NS + lp - 1) / lp);
-		phase = lapic_timer_tick_phase(&t->lapic) + lp / 2;
+		phase = lapic_timer_tick_phase(&t->lapic.timer) + lp / 2;
 	}
 	pthread_mutex_unlock(&t->lock);
 	idle.tick_period = p;
@@ -145,7 +145,7 @@ static void idle_stop(void)
 			pvtick_suspend(v);
 			if ((int)i == idle.tk) {
 				idle.tk_hold = tk_tick_holdable(v);
-				held = idle.tk_hold && lapic_timer_hold(v);
+				held = idle.tk_hold && lapic_timer_hold(&v->lapic.timer);
 			}
 		}
 		pthread_mutex_unlock(&v->lock);
@@ -207,7 +207,7 @@ static void idle_restart(void)
 			missed = pvtick_of(v)->hz ? pvtick_of(v)->stop_missed :
 				 (now_ns() - idle.stop_ns) / idle.tick_period;
 			idle.tk_hold = false;
-			lapic_timer_release(v);
+			lapic_timer_release(&v->lapic.timer);
 		}
 		pthread_mutex_unlock(&v->lock);
 	}
@@ -317,7 +317,7 @@ static void idle_hold_fire(struct hk_timer *t, uint64_t deadline_ns)
 		return; /* stale */
 	pthread_mutex_lock(&v->lock);
 	if (idle.tk_hold) {
-		lapic_timer_release(v);
+		lapic_timer_release(&v->lapic.timer);
 		stat_inc(&idle.hold_releases);
 	}
 	pthread_mutex_unlock(&v->lock);

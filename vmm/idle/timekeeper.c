@@ -60,7 +60,7 @@ bool tk_set_busy(void)
 bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period)
 {
 	const struct pvtick *t = pvtick_of(v);
-	const struct lapic *l = &v->lapic;
+	const struct lapic_timer *l = &v->lapic.timer;
 
 	if (t->hz) {
 		*vector = t->vector;
@@ -68,9 +68,9 @@ bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period)
 		return !t->suppressed;
 	}
 	*period = lapic_timer_tick_period(l);
-	if (!*period || (l->lvt[LAPIC_LVT_TIMER] & APIC_LVT_MASKED))
+	if (!*period || (lapic_timer_read_lvt(l) & APIC_LVT_MASKED))
 		return false;
-	*vector = (uint8_t)l->lvt[LAPIC_LVT_TIMER];
+	*vector = (uint8_t)lapic_timer_read_lvt(l);
 	return true;
 }
 
@@ -114,7 +114,7 @@ void tk_halt(struct vcpu *v, bool plain, uint64_t now)
 	/* Still fully idle after a release (the max-hold backstop, or a
 	 * catch-up that owed ticks): hold the tick again. */
 	if (idle.tk_hold)
-		lapic_timer_hold(v);
+		lapic_timer_hold(&v->lapic.timer);
 }
 
 /* Timekeeper thread, lock held: it is woken (idle_wake). Returns true when
@@ -132,7 +132,7 @@ bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
 	if (tick_only) {
 		idle.tk_vector = vector; /* this thread only (tk_inject) */
 		/* a re-armed tick: its handler's re-arm is the tick's own */
-		idle.tk_rearm = !pvtick_of(v)->hz && !v->lapic.timer_period_ns;
+		idle.tk_rearm = !pvtick_of(v)->hz && !lapic_timer_periodic(&v->lapic.timer);
 		/* relaxed: a setting read by tk_busy(). */
 		atomic_store_explicit(&idle.tk_period, period,
 				      memory_order_relaxed);
@@ -215,9 +215,10 @@ void tk_inject(struct vcpu *v, int vector)
 			housekeeping_kick();
 		return;
 	}
-	if (!v->lapic.timer_owed)
+	if (!lapic_timer_owed(&v->lapic.timer))
 		return;
-	later = tk + v->lapic.timer_period_ns / LAPIC_CATCHUP_FACTOR;
+	later = tk + lapic_timer_tick_period(&v->lapic.timer) /
+		     LAPIC_CATCHUP_FACTOR;
 	/* seq_cst store: pairs with idle_step()'s loads, as in tk_wake. */
 	atomic_store(&idle.tk_state, later < now_ns() ? later : now_ns());
 }

@@ -111,7 +111,7 @@ static void cpuid_hv_leaves(struct vcpu *v, struct kvm_cpuid2 *c)
 	e[1] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_FEATURES,
 		.eax = SYSIDLE_HV_F_PVTICK };
 	e[2] = (struct kvm_cpuid_entry2){ .function = CPUID_HV_TIMING,
-		.eax = v->lapic.tsc_khz,
+		.eax = v->lapic.timer.tsc_khz,
 		.ebx = (uint32_t)(GUEST_APIC_TIMER_HZ / 1000) };
 	c->nent += 3;
 	if (!vm_cpu_has(v->vm, CPU_F_PV_EOI))
@@ -124,7 +124,7 @@ static void cpuid_hv_leaves(struct vcpu *v, struct kvm_cpuid2 *c)
 	c->nent += 2;
 }
 
-/* Caller: @v's fd exists and v->lapic.tsc_khz is known. */
+/* Caller: @v's fd exists and v->lapic.timer.tsc_khz is known. */
 int cpuid_setup(struct vcpu *v)
 {
 	struct kvm_cpuid2 *c;

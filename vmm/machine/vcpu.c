@@ -86,9 +86,10 @@ void vcpu_kick(struct vcpu *v)
 	vcpu_kick_for(v, pause_thread_reason());
 }
 
-/* An event that ends HLT. Caller holds v->lock. */
-bool vcpu_has_wake_event(const struct vcpu *v)
+/* An event that ends HLT. Caller: @v's thread, v->lock held. */
+bool vcpu_has_wake_event(struct vcpu *v)
 {
+	lapic_take_timer(&v->lapic);
 	return v->nmi_pending || v->init_pending ||
 	       (v->run->if_flag && (irq_extint_pending(v) ||
 				    lapic_pending_vector(&v->lapic) >= 0));
@@ -129,7 +130,10 @@ static int vcpu_queue_interrupt(struct vcpu *v, int vec)
 static void vcpu_inject(struct vcpu *v)
 {
 	bool extint = irq_extint_pending(v);
-	int vec = lapic_pending_vector(&v->lapic);
+	int vec;
+
+	lapic_take_timer(&v->lapic); /* its expiry marked pending */
+	vec = lapic_pending_vector(&v->lapic);
 
 	/* KVM keeps what the CPU would latch: of two NMIs, the second
 	 * waits for the first one's IRET (or is dropped if one is in

@@ -4,7 +4,7 @@
  * there fast.
  *  - Its own LAPIC timer is the timeout of its wait (--vcpu-timers self):
  *    no hop through the housekeeping thread; the housekeeping thread
- *    serves it again once the vCPU runs (lapic_timer_wait_end).
+ *    serves it again once the vCPU runs (vcpu_timer.c wait_end).
  *  - Timer advance (--timer-advance-ns): the wait ends a little before
  *    the deadline and the thread spins to it, the lead tuned to how late
  *    its wake-ups come (as KVM's lapic_timer_advance_ns), apart for each
@@ -26,7 +26,6 @@
 #include "machine/pause.h"
 #include "machine/vcpu_loop.h"
 
-#define TIMER_SELF_SLACK_NS 2000ull /* spun rather than handed over */
 #define HALT_POLL_PREEMPTED_NS 20000ull /* a gap that is not the loop's */
 
 static const struct machine_config *cfg_of(const struct vcpu *v)
@@ -34,13 +33,6 @@ static const struct machine_config *cfg_of(const struct vcpu *v)
 	static const struct machine_config none;
 
 	return v->vm->cfg ? v->vm->cfg : &none;
-}
-
-/* Only a deadline this near: a vCPU with an interrupt to take does not
- * spin for a timer (the advance is for a vCPU with nothing else to do). */
-uint64_t vcpu_timer_keep_ns(const struct vcpu *v)
-{
-	return cfg_of(v)->timers_on_housekeeping ? 0 : TIMER_SELF_SLACK_NS;
 }
 
 static inline void cpu_relax(void)
@@ -64,8 +56,9 @@ static uint64_t spin_until(struct vcpu *v, uint64_t until_ns, unsigned int seq,
 	while (now < until_ns && !vm_stopping() && !pause_pending() &&
 	       (!events ||
 		/* acquire: pairs with the release increments in
-		 * vcpu_kick_for / vcpus_nudge / timer_self_moved, made after
-		 * the event was posted under the lock */
+		 * vcpu_kick_for / vcpus_nudge / vcpu_timer.c
+		 * timer_self_moved, made after the event was posted under
+		 * the lock */
 		atomic_load_explicit(&v->wake_seq, memory_order_acquire) == seq)) {
 		cpu_relax();
 		prev = now;
@@ -117,7 +110,7 @@ static struct timespec ns_to_timespec(uint64_t ns)
  */
 static void halt_block(struct vcpu *v)
 {
-	uint64_t dl = lapic_timer_wait_deadline(v), now, start, wake_at, lead;
+	uint64_t dl = vcpu_timer_wait_deadline(v), now, start, wake_at, lead;
 	unsigned int seq, cls;
 	struct timespec ts;
 
@@ -134,7 +127,7 @@ static void halt_block(struct vcpu *v)
 		if (pthread_cond_timedwait(&v->wake, &v->lock, &ts) != ETIMEDOUT)
 			return;
 		now = now_ns();
-		if (lapic_timer_wait_deadline(v) != dl)
+		if (vcpu_timer_wait_deadline(v) != dl)
 			return;
 		advance_adjust(v, cls, (int64_t)(now - dl));
 	}
@@ -148,10 +141,10 @@ static void halt_block(struct vcpu *v)
 		now = spin_until(v, dl, seq, true, NULL);
 		lock_spinning(v);
 		v->stats.timer_spin_ns += now - start;
-		if (now < dl || lapic_timer_wait_deadline(v) != dl)
+		if (now < dl || vcpu_timer_wait_deadline(v) != dl)
 			return;
 	}
-	lapic_timer_expire(v);
+	vcpu_timer_expire(v);
 }
 
 /*
@@ -169,7 +162,7 @@ static bool halt_poll(struct vcpu *v)
 		return false;
 	start = now_ns();
 	end = start + v->poll_ns;
-	dl = lapic_timer_wait_deadline(v);
+	dl = vcpu_timer_wait_deadline(v);
 	if (dl && dl < end)
 		end = dl;
 	/* relaxed: under the lock, as in halt_block */
@@ -183,8 +176,8 @@ static bool halt_poll(struct vcpu *v)
 		v->stats.halt_poll_preempted++;
 		v->poll_ns = 0;
 	}
-	if (dl && now >= dl && lapic_timer_wait_deadline(v) == dl)
-		lapic_timer_expire(v);
+	if (dl && now >= dl && vcpu_timer_wait_deadline(v) == dl)
+		vcpu_timer_expire(v);
 	hit = vcpu_has_wake_event(v);
 	v->stats.halt_poll_hits += hit;
 	return hit;
@@ -200,7 +193,7 @@ static void halt_poll_adjust(struct vcpu *v, uint64_t halt_ns, bool valid)
 static void timer_wait_begin(struct vcpu *v)
 {
 	if (!cfg_of(v)->timers_on_housekeeping)
-		lapic_timer_wait_begin(v);
+		vcpu_timer_wait_begin(v);
 }
 
 /*
@@ -232,13 +225,13 @@ enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 			break;
 		/* parked, the housekeeping thread serves the timer: its
 		 * expiry resumes the VM */
-		lapic_timer_wait_end(v, now_ns(), 0);
+		vcpu_timer_wait_end(v, now_ns(), 0);
 		vcpu_park(v); /* HALTED -> PAUSED -> HALTED, idle throughout */
 		timer_wait_begin(v);
 	}
 	valid = vcpu_has_wake_event(v);
 	t1 = now_ns();
-	lapic_timer_wait_end(v, t1, vcpu_timer_keep_ns(v));
+	vcpu_timer_wait_end(v, t1, vcpu_timer_keep_ns(v));
 	if (idle)
 		kick = idle->wake(v, false);
 	v->state = VCPU_RUNNING;
@@ -260,11 +253,11 @@ void vcpu_timer_entry(struct vcpu *v)
 {
 	uint64_t dl, now, start, keep = vcpu_timer_keep_ns(v);
 
-	if (!v->lapic.timer_self) /* this thread is its only writer */
+	if (!v->timer_self) /* this thread is its only writer */
 		return;
 	pthread_mutex_lock(&v->lock);
 	now = now_ns();
-	while ((dl = lapic_timer_entry_due(v, now, keep))) {
+	while ((dl = vcpu_timer_entry_due(v, now, keep))) {
 		if (now < dl) {
 			start = now;
 			pthread_mutex_unlock(&v->lock);
@@ -273,11 +266,11 @@ void vcpu_timer_entry(struct vcpu *v)
 			v->stats.timer_spin_ns += now - start;
 			if (now < dl) { /* a stop or a pause: the housekeeping
 					 * thread serves it (its expiry resumes) */
-				lapic_timer_wait_end(v, now, 0);
+				vcpu_timer_wait_end(v, now, 0);
 				break;
 			}
 		}
-		lapic_timer_expire(v);
+		vcpu_timer_expire(v);
 		now = now_ns();
 	}
 	pthread_mutex_unlock(&v->lock);

@@ -7,6 +7,7 @@
 
 #include "machine/vm.h"
 #include "machine/kvm_sys.h"
+#include "machine/vcpu_loop.h"
 
 static void seg_flat(struct kvm_segment *s, uint16_t sel, uint8_t type)
 {
@@ -125,9 +126,7 @@ static int vcpu_read_tsc(struct vcpu *v)
 	if (khz <= 0 || kvm_sys_ioctl(v->fd, KVM_GET_MSRS, &m) != 1)
 		return vmm_fail(VMM_EXIT_KVM, "vCPU %u: reading the TSC: %s",
 				v->id, strerror(errno));
-	v->lapic.tsc0_ns = now_ns();
-	v->lapic.tsc0 = m.e.data;
-	v->lapic.tsc_khz = (uint32_t)khz;
+	lapic_timer_set_tsc(&v->lapic.timer, m.e.data, now_ns(), (uint32_t)khz);
 	v->vm->tsc_khz = (uint32_t)khz;
 	return 0;
 }
@@ -160,11 +159,11 @@ static int vcpu_create(struct vm *vm, struct vcpu *v, unsigned int id)
 	if (!v->run)
 		return vmm_fail(VMM_EXIT_KVM, "mmap of vCPU %u: %s", id,
 				strerror(errno));
+	vcpu_timer_init(v);
 	if (vcpu_read_tsc(v) || cpuid_setup(v))
 		return -1;
 	if (vm->sync_events) /* KVM stores them at every KVM_RUN return */
 		v->run->kvm_valid_regs = KVM_SYNC_X86_EVENTS;
-	lapic_timer_init(v);
 	lapic_reset(v);
 	if (id != 0)
 		return 0;

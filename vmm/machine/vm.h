@@ -18,6 +18,7 @@
 #include <sysidle/guest_abi.h>
 
 #include "base/error.h"
+#include "base/housekeeping.h"
 #include "base/time.h"
 #include "machine/devices/lapic.h"
 #include "machine/halt_rules.h"
@@ -88,6 +89,11 @@ struct vcpu {
 	atomic_uint wake_seq;
 	uint64_t wake_posted_ns; /* first event posted while HALTED, or 0 */
 	struct lapic lapic;
+	/* The LAPIC timer's host timer (vcpu_timer.c): on the housekeeping
+	 * thread (timer_hk), or served by this vCPU's own thread
+	 * (timer_self, written by that thread only, lock held). */
+	struct hk_timer timer_hk;
+	bool timer_self;
 
 	/* Written by the vCPU thread only; other threads read the counters
 	 * export shows (hlt_exits) with relaxed atomic loads. */
@@ -228,7 +234,7 @@ void vcpus_nudge(struct vm *vm);
  * vcpu_kick() gives this thread's reason (pause_set_thread_reason). */
 void vcpu_kick(struct vcpu *v);
 void vcpu_kick_for(struct vcpu *v, int reason);
-/* vcpu_halt.c, @v's thread: how near a LAPIC timer deadline it serves
+/* vcpu_timer.c, @v's thread: how near a LAPIC timer deadline it serves
  * itself before its next KVM_RUN rather than handing it to the
  * housekeeping thread (0: timers stay there, --vcpu-timers housekeeping). */
 uint64_t vcpu_timer_keep_ns(const struct vcpu *v);

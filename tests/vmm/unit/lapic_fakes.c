@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * What the local APIC's files (lapic.c, lapic_timer.c, lapic_pv_eoi.c) call
+ * What the local APIC's files (lapic.c, lapic_timer.c, lapic_pv_eoi.c) and
+ * its timer's host-timer backends (vcpu_timer.c) call
  * outside, faked for their unit tests: the interrupt bus, the IOAPIC,
  * KVM's APIC base, the housekeeping timers, the clock, guest memory (a
  * buffer of FAKE_RAM_SIZE bytes at guest physical 0).
@@ -63,14 +64,7 @@ void hk_timer_cancel(struct hk_timer *t)
 }
 void hk_timer_cancel_quiet(struct hk_timer *t) { hk_timer_cancel(t); }
 
-/* vcpu_halt.c: how near a deadline the vCPU's own thread keeps */
-__thread struct vcpu *vcpu_self;
-uint64_t fake_keep;
-uint64_t vcpu_timer_keep_ns(const struct vcpu *vc)
-{
-	(void)vc;
-	return fake_keep;
-}
+__thread struct vcpu *vcpu_self; /* vcpu.c's: the vCPU of this thread */
 
 struct vcpu *fake_vcpu_new(struct vm *vm, struct machine_config *cfg,
 			   uint32_t id)
@@ -89,12 +83,11 @@ struct vcpu *fake_vcpu_new(struct vm *vm, struct machine_config *cfg,
 	v->vm = vm;
 	v->id = id;
 	vcpu_self = NULL;
-	fake_keep = 0;
 	fake_now = 1000000;
 	sends = 0;
 	kvm_apic_base = 0;
 	timer_armed = 0;
-	lapic_timer_init(v);
+	vcpu_timer_init(v);
 	lapic_reset(v);
 	return v;
 }

@@ -3,9 +3,10 @@
  * The local APIC's registers, driven through its two front ends
  * (lapic_mmio, lapic_msr_read/write) on one vCPU without KVM: IA32_APIC_BASE
  * transitions, the x2APIC MSR access rules, the ID and LDR, the TPR, the
- * timer's mode switches. What lapic.c and lapic_timer.c call outside (the
- * interrupt bus, the IOAPIC, KVM's APIC base, the housekeeping timers, the
- * clock) is faked in lapic_fakes.c.
+ * timer's mode switches and host timers (vcpu_timer.c: the housekeeping
+ * thread's or the vCPU's own). What they call outside (the interrupt bus,
+ * the IOAPIC, KVM's APIC base, the housekeeping timers, the clock) is
+ * faked in lapic_fakes.c.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -46,6 +47,14 @@ static uint32_t mmio_read(uint32_t reg)
 static void mmio_write(uint32_t reg, uint32_t val)
 {
 	lapic_mmio(v, reg, (uint8_t *)&val, 4, true, NULL);
+}
+
+/* The vector to inject next, the timer's pending expiry taken first (as
+ * the vCPU's entry path does). */
+static int pending(void)
+{
+	lapic_take_timer(&v->lapic);
+	return lapic_pending_vector(&v->lapic);
 }
 
 static int base_write(uint64_t val)
@@ -174,12 +183,12 @@ START_TEST(disable_drops_state_keeps_tpr)
 	mmio_write(APIC_REG_SVR, APIC_SVR_ENABLE | 0xff);
 	mmio_write(APIC_REG_TPR, 0x20);
 	lapic_set_irr(&v->lapic, 0x80, false);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0x80);
+	ck_assert_int_eq(pending(), 0x80);
 	ck_assert_int_eq(base_write(GUEST_LAPIC_BASE), 0);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), -1);
+	ck_assert_int_eq(pending(), -1);
 	lapic_set_irr(&v->lapic, 0x90, false); /* disabled: not taken */
 	ck_assert_int_eq(base_write(XAPIC_BASE), 0);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), -1);
+	ck_assert_int_eq(pending(), -1);
 	ck_assert_uint_eq(mmio_read(APIC_REG_SVR), 0xff);
 	ck_assert_uint_eq(mmio_read(APIC_REG_TPR), 0x20);
 }
@@ -256,6 +265,7 @@ START_TEST(tsc_deadline_hidden)
 	uint64_t val = 0;
 
 	cfg.cpu_features_off = CPU_F_TSC_DEADLINE;
+	vcpu_timer_init(v); /* the timer takes the CPU's features at init */
 	ck_assert_int_eq(lapic_msr_read(v, MSR_IA32_TSC_DEADLINE, &val), -1);
 	ck_assert_int_eq(lapic_msr_write(v, MSR_IA32_TSC_DEADLINE, 1), -1);
 	mmio_write(APIC_REG_SVR, APIC_SVR_ENABLE | 0xff);
@@ -284,8 +294,8 @@ START_TEST(oneshot_to_periodic_keeps_count)
 	/* it reloads at 0 */
 	fake_now += 400000;
 	ck_assert_uint_eq(timer_armed, fake_now);
-	timer_fire(&v->lapic.timer, timer_armed);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	timer_fire(&v->timer_hk, timer_armed);
+	ck_assert_int_eq(pending(), 0xee);
 	fake_now += 1000;
 	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 999000);
 }
@@ -298,8 +308,8 @@ START_TEST(periodic_to_oneshot_keeps_count)
 	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_ONESHOT | 0xee);
 	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 700000);
 	fake_now += 700000;
-	timer_fire(&v->lapic.timer, timer_armed);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	timer_fire(&v->timer_hk, timer_armed);
+	ck_assert_int_eq(pending(), 0xee);
 	fake_now += 1000;
 	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 0); /* stopped */
 }
@@ -309,7 +319,7 @@ START_TEST(expired_oneshot_stays_zero)
 {
 	timer_setup(APIC_LVT_TIMER_ONESHOT, 1000);
 	fake_now += 2000;
-	timer_fire(&v->lapic.timer, timer_armed);
+	timer_fire(&v->timer_hk, timer_armed);
 	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_PERIODIC | 0xee);
 	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 0);
 	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_ICR), 1000);
@@ -326,18 +336,18 @@ START_TEST(self_timer_served_in_hlt)
 	timer_setup(APIC_LVT_TIMER_ONESHOT, 500000);
 	dl = timer_armed;
 	ck_assert_uint_eq(dl, fake_now + 500000);
-	lapic_timer_wait_begin(v);
+	vcpu_timer_wait_begin(v);
 	ck_assert_uint_eq(timer_armed, 0);
-	ck_assert_uint_eq(lapic_timer_wait_deadline(v), dl);
+	ck_assert_uint_eq(vcpu_timer_wait_deadline(v), dl);
 	fake_now = dl;
-	timer_fire(&v->lapic.timer, dl); /* popped before the hand-over */
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), -1);
-	lapic_timer_expire(v);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	timer_fire(&v->timer_hk, dl); /* popped before the hand-over */
+	ck_assert_int_eq(pending(), -1);
+	vcpu_timer_expire(v);
+	ck_assert_int_eq(pending(), 0xee);
 	ck_assert_uint_eq(v->stats.timer_self_fired, 1);
-	ck_assert_uint_eq(lapic_timer_wait_deadline(v), 0);
-	lapic_timer_wait_end(v, fake_now, 0);
-	ck_assert(!v->lapic.timer_self);
+	ck_assert_uint_eq(vcpu_timer_wait_deadline(v), 0);
+	vcpu_timer_wait_end(v, fake_now, 0);
+	ck_assert(!v->timer_self);
 	ck_assert_uint_eq(timer_armed, 0);
 }
 END_TEST
@@ -348,13 +358,13 @@ START_TEST(self_timer_back_to_housekeeping)
 
 	timer_setup(APIC_LVT_TIMER_ONESHOT, 500000);
 	dl = timer_armed;
-	lapic_timer_wait_begin(v);
+	vcpu_timer_wait_begin(v);
 	fake_now += 1000; /* woken by something else */
-	lapic_timer_wait_end(v, fake_now, 2000);
-	ck_assert(!v->lapic.timer_self);
+	vcpu_timer_wait_end(v, fake_now, 2000);
+	ck_assert(!v->timer_self);
 	ck_assert_uint_eq(timer_armed, dl);
-	timer_fire(&v->lapic.timer, dl);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
+	timer_fire(&v->timer_hk, dl);
+	ck_assert_int_eq(pending(), 0xee);
 }
 END_TEST
 
@@ -365,19 +375,19 @@ START_TEST(self_timer_periodic_and_moved)
 	unsigned int seq;
 
 	timer_setup(APIC_LVT_TIMER_PERIODIC, 100000);
-	lapic_timer_wait_begin(v);
+	vcpu_timer_wait_begin(v);
 	fake_now += 100000;
-	lapic_timer_expire(v);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
-	ck_assert_uint_eq(lapic_timer_wait_deadline(v), fake_now + 100000);
+	vcpu_timer_expire(v);
+	ck_assert_int_eq(pending(), 0xee);
+	ck_assert_uint_eq(vcpu_timer_wait_deadline(v), fake_now + 100000);
 	ck_assert_uint_eq(timer_armed, 0);
-	ck_assert(lapic_timer_hold(v));
-	ck_assert_uint_eq(lapic_timer_wait_deadline(v), 0);
+	ck_assert(lapic_timer_hold(&v->lapic.timer));
+	ck_assert_uint_eq(vcpu_timer_wait_deadline(v), 0);
 	seq = atomic_load(&v->wake_seq);
 	fake_now += 50000;
-	lapic_timer_release(v); /* not the vCPU's thread */
+	lapic_timer_release(&v->lapic.timer); /* not the vCPU's thread */
 	ck_assert_uint_eq(atomic_load(&v->wake_seq), seq + 1);
-	ck_assert_uint_eq(lapic_timer_wait_deadline(v), fake_now + 50000);
+	ck_assert_uint_eq(vcpu_timer_wait_deadline(v), fake_now + 50000);
 }
 END_TEST
 
@@ -385,24 +395,24 @@ END_TEST
  * its next KVM_RUN, never queued; outside it: queued. */
 START_TEST(self_timer_near_deadline_kept)
 {
-	fake_keep = 3000;
+	cfg.timers_on_housekeeping = false; /* --vcpu-timers self */
 	vcpu_self = v;
 	timer_setup(APIC_LVT_TIMER_ONESHOT, 1);
-	ck_assert(v->lapic.timer_self);
+	ck_assert(v->timer_self);
 	ck_assert_uint_eq(timer_armed, 0);
-	ck_assert_uint_eq(lapic_timer_entry_due(v, fake_now, fake_keep),
+	ck_assert_uint_eq(vcpu_timer_entry_due(v, fake_now, vcpu_timer_keep_ns(v)),
 			  fake_now + 1);
 	fake_now += 1;
-	lapic_timer_expire(v);
-	ck_assert_int_eq(lapic_pending_vector(&v->lapic), 0xee);
-	ck_assert_uint_eq(lapic_timer_entry_due(v, fake_now, fake_keep), 0);
-	ck_assert(!v->lapic.timer_self);
+	vcpu_timer_expire(v);
+	ck_assert_int_eq(pending(), 0xee);
+	ck_assert_uint_eq(vcpu_timer_entry_due(v, fake_now, vcpu_timer_keep_ns(v)), 0);
+	ck_assert(!v->timer_self);
 	mmio_write(APIC_REG_TIMER_ICR, 1000000);
-	ck_assert(!v->lapic.timer_self);
+	ck_assert(!v->timer_self);
 	ck_assert_uint_eq(timer_armed, fake_now + 1000000);
-	fake_keep = 0; /* --vcpu-timers housekeeping */
+	cfg.timers_on_housekeeping = true; /* --vcpu-timers housekeeping */
 	mmio_write(APIC_REG_TIMER_ICR, 1);
-	ck_assert(!v->lapic.timer_self);
+	ck_assert(!v->timer_self);
 	ck_assert_uint_eq(timer_armed, fake_now + 1);
 }
 END_TEST
@@ -416,7 +426,7 @@ START_TEST(tsc_deadline_switch_clears)
 	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_ICR), 0);
 	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 0);
 	ck_assert_uint_eq(timer_armed, 0);
-	v->lapic.tsc_khz = 1000000;
+	v->lapic.timer.tsc_khz = 1000000;
 	ck_assert_int_eq(lapic_msr_write(v, MSR_IA32_TSC_DEADLINE, 5000), 0);
 	ck_assert_int_eq(lapic_msr_read(v, MSR_IA32_TSC_DEADLINE, &val), 0);
 	ck_assert_uint_eq(val, 5000);

@@ -141,14 +141,14 @@ START_TEST(not_set_when_eoi_must_exit)
 	lapic_pv_eoi_enter(v, true);
 	ck_assert_uint_eq(flag(), 0);
 	lapic_eoi_write(v);
-	/* the LAPIC timer's vector with ticks owed (CATCHUP: the next one
-	 * goes in at its EOI) */
-	v->lapic.lvt[LAPIC_LVT_TIMER] = VEC;
-	v->lapic.timer_owed = 2;
+	/* the LAPIC timer's vector with expiries still to take (CATCHUP: the
+	 * next one goes in once this one is ended) */
+	v->lapic.timer.lvtt = VEC;
+	v->lapic.timer.pending = 2;
 	take(VEC, false);
 	lapic_pv_eoi_enter(v, false);
 	ck_assert_uint_eq(flag(), 0);
-	v->lapic.timer_owed = 0;
+	v->lapic.timer.pending = 0;
 	lapic_pv_eoi_enter(v, false);
 	ck_assert_uint_eq(flag(), KVM_PV_EOI_PENDING);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The local APIC registers, shared by the xAPIC (MMIO) and x2APIC (MSR)
- * front ends: priorities, IRR/ISR/TMR, EOI, ICR. The timer registers are
- * in lapic_timer.c.
+ * front ends: priorities, IRR/ISR/TMR, EOI, ICR. The timer is an object
+ * of its own (lapic_timer.c): its registers' accesses are passed to it,
+ * and its expiries are taken from it into the IRR (lapic_take_timer).
  */
 #include <string.h>
 
@@ -114,6 +115,14 @@ void lapic_set_irr(struct lapic *l, uint8_t vector, bool level)
 	vec_set(l->tmr, vector, level);
 }
 
+void lapic_take_timer(struct lapic *l)
+{
+	int vec = lapic_timer_pending_vector(&l->timer);
+
+	if (vec >= 0 && lapic_timer_take(&l->timer, vec_test(l->irr, vec)))
+		lapic_set_irr(l, (uint8_t)vec, false);
+}
+
 bool lapic_irr_only(const struct lapic *l, int vector)
 {
 	for (int i = 0; i < APIC_VECTOR_BANKS; i++)
@@ -135,7 +144,7 @@ int lapic_isr_highest(const struct lapic *l)
 bool lapic_eoi_has_work(const struct lapic *l, int vector)
 {
 	return vec_test(l->tmr, vector) ||
-	       (vector == (uint8_t)l->lvt[LAPIC_LVT_TIMER] && l->timer_owed);
+	       vector == lapic_timer_pending_vector(&l->timer);
 }
 
 bool lapic_match(const struct lapic *l, uint32_t dest, bool logical,
@@ -166,7 +175,7 @@ static void lapic_regs_reset(struct vcpu *v, bool keep_tpr)
 {
 	struct lapic *l = &v->lapic;
 
-	lapic_timer_stop(v);
+	lapic_timer_reset(&l->timer);
 	if (!keep_tpr)
 		l->tpr = 0;
 	l->svr = APIC_SVR_VECTOR;
@@ -179,11 +188,6 @@ static void lapic_regs_reset(struct vcpu *v, bool keep_tpr)
 	memset(l->irr, 0, sizeof(l->irr));
 	memset(l->isr, 0, sizeof(l->isr));
 	memset(l->tmr, 0, sizeof(l->tmr));
-	l->timer_icr = 0;
-	l->timer_dcr = 0;
-	l->rearm_last_ns = l->rearm_interval_ns = l->timer_tick_ns = 0;
-	l->rearm_streak = 0;
-	l->rearm_fired = false;
 }
 
 /* Power-on (the first call: the APIC base MSR is still 0) or INIT, which
@@ -212,8 +216,6 @@ static void lapic_eoi(struct vcpu *v, struct lapic_after *after)
 	vec_set(l->isr, vec, false);
 	if (vec_test(l->tmr, vec))
 		after->eoi_level_vector = vec;
-	if (vec == (uint8_t)l->lvt[LAPIC_LVT_TIMER])
-		lapic_timer_eoi(v);
 }
 
 static void lapic_icr_send(struct lapic *l, uint32_t low, uint32_t dest,
@@ -261,9 +263,10 @@ static uint64_t lapic_reg_read(struct vcpu *v, uint32_t reg)
 		return x2 ? ((uint64_t)l->icr_high << 32) | l->icr_low
 			  : l->icr_low;
 	case APIC_REG_ICR_HIGH: return l->icr_high;
-	case APIC_REG_TIMER_ICR: return l->timer_icr;
-	case APIC_REG_TIMER_CCR: return lapic_timer_read_ccr(v);
-	case APIC_REG_TIMER_DCR: return l->timer_dcr;
+	case APIC_REG_LVT_TIMER: return lapic_timer_read_lvt(&l->timer);
+	case APIC_REG_TIMER_ICR: return lapic_timer_read_icr(&l->timer);
+	case APIC_REG_TIMER_CCR: return lapic_timer_read_ccr(&l->timer);
+	case APIC_REG_TIMER_DCR: return lapic_timer_read_dcr(&l->timer);
 	default:
 		if (reg_in_bank(reg, APIC_REG_ISR))
 			return l->isr[(reg - APIC_REG_ISR) / APIC_REG_STRIDE];
@@ -301,7 +304,8 @@ static void lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
 		if (!(l->svr & APIC_SVR_ENABLE)) {
 			for (int i = 0; i < LAPIC_NR_LVT; i++)
 				l->lvt[i] |= APIC_LVT_MASKED;
-			lapic_timer_write_lvt(v, l->lvt[LAPIC_LVT_TIMER]);
+			lapic_timer_write_lvt(&l->timer, APIC_LVT_MASKED |
+					      lapic_timer_read_lvt(&l->timer));
 		}
 		break;
 	case APIC_REG_ESR: l->esr = 0; break;
@@ -321,10 +325,10 @@ static void lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
 	case APIC_REG_LVT_TIMER:
 		if (!(l->svr & APIC_SVR_ENABLE))
 			v32 |= APIC_LVT_MASKED;
-		lapic_timer_write_lvt(v, v32);
+		lapic_timer_write_lvt(&l->timer, v32);
 		break;
-	case APIC_REG_TIMER_ICR: lapic_timer_write_icr(v, v32); break;
-	case APIC_REG_TIMER_DCR: lapic_timer_write_dcr(v, v32); break;
+	case APIC_REG_TIMER_ICR: lapic_timer_write_icr(&l->timer, v32); break;
+	case APIC_REG_TIMER_DCR: lapic_timer_write_dcr(&l->timer, v32); break;
 	case APIC_REG_SELF_IPI:
 		if (x2)
 			lapic_icr_send(l, (v32 & APIC_VECTOR_MASK) |
@@ -495,7 +499,7 @@ static int lapic_tsc_deadline_read(struct vcpu *v, uint64_t *val)
 	if (!vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
 		return -1;
 	pthread_mutex_lock(&v->lock);
-	*val = lapic_timer_read_tsc_deadline(v);
+	*val = lapic_timer_read_tsc_deadline(&v->lapic.timer);
 	pthread_mutex_unlock(&v->lock);
 	return 0;
 }
@@ -533,7 +537,7 @@ int lapic_msr_write(struct vcpu *v, uint32_t msr, uint64_t val)
 		if (!vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
 			return -1;
 		pthread_mutex_lock(&v->lock);
-		lapic_timer_write_tsc_deadline(v, val);
+		lapic_timer_write_tsc_deadline(&v->lapic.timer, val);
 		pthread_mutex_unlock(&v->lock);
 		return 0;
 	}
