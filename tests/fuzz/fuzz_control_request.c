@@ -18,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/time.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "idle/idle.h"
 #include "machine/pause.h"
+#include "machine/vm.h"
 
 struct control_socket ctl;
 static struct vm_status fake_st;

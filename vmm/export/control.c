@@ -35,6 +35,8 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/error.h"
+#include "base/time.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "export/export.h"

@@ -18,10 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "base/file.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "export/export.h"
+#include "machine/vm.h"
 
 /* Main thread: mkdir -p @dir, the directories it creates mode 0700. */
 static int mkdir_p(const char *dir)

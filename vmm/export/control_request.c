@@ -11,6 +11,7 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/time.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "export/export.h"

@@ -5,14 +5,18 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "base/file.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 struct idle_layer idle = { .lock = PTHREAD_MUTEX_INITIALIZER, .hk_cpu = -1,
 				 .log_fd = -1 };

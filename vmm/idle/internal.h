@@ -21,7 +21,9 @@
 
 #include "base/housekeeping.h"
 #include "idle/idle.h"
-#include "machine/vm.h"
+#include "machine/vcpu.h"
+
+struct vm;
 
 #define HK_TICK_DEFAULT_NS 4000000ull /* 250 Hz */
 #define TK_HALTED 0ull

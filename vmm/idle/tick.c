@@ -33,12 +33,16 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "base/housekeeping.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 static void hk_pin(void)
 {

@@ -21,10 +21,16 @@
  * the state was above SHORT), or (b) the housekeeping tick finds the
  * timekeeper busy or its window older than a period.
  */
+#include <linux/kvm.h>
+
+#include <sysidle/guest_abi.h>
+
 #include "base/housekeeping.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 bool tk_busy(uint64_t tk, uint64_t now)
 {

@@ -13,12 +13,16 @@
  * wake-ups go through its own rule (timekeeper.c).
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "base/event.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 /*
  * Housekeeping thread, inside a scan (to FULL) or sysidle_is_idle (to

@@ -11,6 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "machine/cpuid.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 #include "machine/kvm_sys.h"
 

@@ -7,6 +7,10 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "machine/kvm_vm.h"
 #include "machine/vm.h"
 #include "machine/kvm_sys.h"
 

@@ -3,7 +3,7 @@
 #ifndef VMM_MACHINE_VCPU_LOOP_H
 #define VMM_MACHINE_VCPU_LOOP_H
 
-#include "machine/vm.h"
+#include "machine/vcpu.h"
 
 /* vcpu.c, lock held: an event that ends HLT is pending. */
 bool vcpu_has_wake_event(const struct vcpu *v);

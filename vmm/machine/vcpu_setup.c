@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* Creating vCPUs and setting their registers: multiboot entry, SIPI. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "base/time.h"
+#include "machine/cpuid.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 #include "machine/kvm_sys.h"
 
@@ -91,7 +98,7 @@ int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector)
 	return vcpu_set_real_state(v, (uint16_t)(vector << 8), 0);
 }
 
-/* See vm.h; the FACS waking vectors' entry states (ACPI 6.x, 5.2.10).
+/* See vcpu.h; the FACS waking vectors' entry states (ACPI 6.x, 5.2.10).
  * Caller: @v's thread. */
 int vcpu_set_resume_state(struct vcpu *v, uint32_t addr, bool protected)
 {

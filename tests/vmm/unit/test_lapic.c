@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #include "lapic_fakes.h"
@@ -386,7 +389,7 @@ END_TEST
 START_TEST(self_timer_near_deadline_kept)
 {
 	fake_keep = 3000;
-	vcpu_self = v;
+	fake_vcpu_self = v;
 	timer_setup(APIC_LVT_TIMER_ONESHOT, 1);
 	ck_assert(v->lapic.timer_self);
 	ck_assert_uint_eq(timer_armed, 0);

@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 
 #include "machine/devices/devices.h"
+#include "machine/bus.h"
+#include "machine/irq.h"
 #include "machine/vm.h"
 
 /* What pc_testdev.c calls outside its file. */

@@ -5,6 +5,8 @@
 
 #include "machine/devices/devices.h"
 #include "machine/devices/pic.h"
+#include "machine/bus.h"
+#include "machine/irq.h"
 #include "machine/vm.h"
 
 /* What pic.c calls outside its file. */

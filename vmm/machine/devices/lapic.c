@@ -4,9 +4,14 @@
  * front ends: priorities, IRR/ISR/TMR, EOI, ICR. The timer registers are
  * in lapic_timer.c.
  */
+#include <pthread.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define APIC_BASE_ADDR_MASK (~(uint64_t)(APIC_PAGE_SIZE - 1))

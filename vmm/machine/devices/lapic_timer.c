@@ -7,10 +7,15 @@
  * wait and the vCPU's own thread raises it (timer_self: no hop through
  * another thread on the wake path).
  */
+#include <pthread.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/time.h"
 #include "machine/pause.h"
 #include "base/housekeeping.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define TIMER_MIN_PERIOD_NS 50000ull /* periodic mode never faster */
@@ -31,7 +36,7 @@ static uint32_t timer_mode(const struct lapic *l)
  * moved it wakes the wait, which reads it again. */
 static void timer_self_moved(struct vcpu *v)
 {
-	if (vcpu_self == v)
+	if (vcpu_current() == v)
 		return;
 	/* release: pairs with the acquire loads of a polling HLT
 	 * (vcpu_halt.c spin_until), after the deadline was written */
@@ -47,7 +52,7 @@ static void timer_arm(struct vcpu *v, uint64_t deadline_ns)
 	uint64_t keep;
 
 	l->timer_deadline_ns = deadline_ns ? deadline_ns : 1;
-	if (!l->timer_self && vcpu_self == v &&
+	if (!l->timer_self && vcpu_current() == v &&
 	    (keep = vcpu_timer_keep_ns(v)) &&
 	    l->timer_deadline_ns <= now_ns() + keep)
 		l->timer_self = true;

@@ -14,6 +14,9 @@
 
 #include "machine/devices/devices.h"
 #include "machine/devices/pic.h"
+#include "machine/bus.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 enum { MASTER, SLAVE };

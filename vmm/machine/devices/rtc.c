@@ -10,6 +10,7 @@
  * the clock when read; one housekeeping timer is armed only for an
  * interrupt that is enabled and not yet raised.
  */
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -17,6 +18,9 @@
 #include "base/time.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/rtc.h"
+#include "machine/bus.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define RTC_IRQ 8

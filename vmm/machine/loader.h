@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The Multiboot v1 loader (loader.c; the kernel's ELF: image.h). */
+#ifndef VMM_MACHINE_LOADER_H
+#define VMM_MACHINE_LOADER_H
+
+struct machine_config;
+struct vm;
+
+int loader_load(struct vm *vm, const struct machine_config *cfg);
+
+#endif
