@@ -41,7 +41,12 @@
 #include "export/control_client.h"
 #include "export/export.h"
 
-struct control_socket ctl = { .fd = -1 };
+static struct control_socket ctl = { .fd = -1 };
+
+struct control_socket *control_socket(void)
+{
+	return &ctl;
+}
 
 /* ---- clients ---------------------------------------------------------- */
 
@@ -292,7 +297,7 @@ int control_poll_timeout(void)
 		if (client_silent(c) && end < first)
 			first = end;
 	}
-	end = edges_due(now);
+	end = edges_due(&ctl, now);
 	if (end < first)
 		first = end;
 	if (first == UINT64_MAX)
