@@ -9,10 +9,10 @@
 #include "base/housekeeping.h"
 #include "base/time.h"
 #include "machine/acpi.h"
-#include "machine/devices/devices.h"
-#include "machine/pause.h"
 #include "machine/bus.h"
+#include "machine/devices/devices.h"
 #include "machine/msr.h"
+#include "machine/pause.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 

@@ -48,8 +48,8 @@
 #include "machine/devices/devices.h"
 #include "machine/devices/edu.h"
 #include "machine/devices/rtc.h"
-#include "machine/pci.h"
 #include "machine/irq.h"
+#include "machine/pci.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 

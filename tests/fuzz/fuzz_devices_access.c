@@ -15,9 +15,9 @@
 #include <sysidle/guest_abi.h>
 
 #include "idle/pvtick.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/rtc.h"
-#include "machine/bus.h"
 #include "machine/vcpu.h"
 
 #include "devices_fakes.h"

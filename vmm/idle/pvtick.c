@@ -33,8 +33,8 @@
 #include "base/error.h"
 #include "base/time.h"
 #include "idle/pvtick.h"
-#include "machine/pause.h"
 #include "machine/msr.h"
+#include "machine/pause.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 

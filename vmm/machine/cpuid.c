@@ -15,9 +15,9 @@
 
 #include "base/error.h"
 #include "machine/cpuid.h"
+#include "machine/kvm_sys.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
-#include "machine/kvm_sys.h"
 
 #define CPUID_MAX_ENTRIES 256
 

@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "machine/devices/devices.h"
-#include "machine/pci.h"
 #include "machine/bus.h"
+#include "machine/devices/devices.h"
 #include "machine/irq.h"
+#include "machine/pci.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 

@@ -26,13 +26,13 @@
 #include "base/housekeeping.h"
 #include "base/sched.h"
 #include "base/time.h"
-#include "machine/pause.h"
-#include "machine/vcpu_loop.h"
-#include "machine/kvm_sys.h"
 #include "machine/bus.h"
 #include "machine/irq.h"
+#include "machine/kvm_sys.h"
 #include "machine/msr.h"
+#include "machine/pause.h"
 #include "machine/vcpu.h"
+#include "machine/vcpu_loop.h"
 #include "machine/vm.h"
 
 #define SIG_VCPU_KICK SIGUSR1 /* SIGUSR2 is the outside world's (main.c) */

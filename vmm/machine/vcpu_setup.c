@@ -11,9 +11,9 @@
 #include "base/error.h"
 #include "base/time.h"
 #include "machine/cpuid.h"
+#include "machine/kvm_sys.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
-#include "machine/kvm_sys.h"
 
 static void seg_flat(struct kvm_segment *s, uint16_t sel, uint8_t type)
 {

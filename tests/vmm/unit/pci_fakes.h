@@ -9,10 +9,10 @@
 
 #include <string.h>
 
-#include "machine/devices/devices.h"
-#include "machine/pci.h"
 #include "machine/bus.h"
+#include "machine/devices/devices.h"
 #include "machine/irq.h"
+#include "machine/pci.h"
 #include "machine/vm.h"
 
 #define FAKE_RAM_SIZE 0x10000u

@@ -8,9 +8,9 @@
 #include "base/error.h"
 #include "base/time.h"
 #include "machine/acpi.h"
+#include "machine/bus.h"
 #include "machine/devices/acpi_pm.h"
 #include "machine/devices/devices.h"
-#include "machine/bus.h"
 #include "machine/irq.h"
 #include "machine/vm.h"
 

@@ -4,10 +4,10 @@
 #include <check.h>
 #include <string.h>
 
-#include "machine/devices/intel_iommu.h"
-#include "machine/pci.h"
 #include "machine/bus.h"
+#include "machine/devices/intel_iommu.h"
 #include "machine/irq.h"
+#include "machine/pci.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 

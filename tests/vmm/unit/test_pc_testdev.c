@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "machine/devices/devices.h"
 #include "machine/bus.h"
+#include "machine/devices/devices.h"
 #include "machine/irq.h"
 #include "machine/vm.h"
 

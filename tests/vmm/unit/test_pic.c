@@ -3,9 +3,9 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/pic.h"
-#include "machine/bus.h"
 #include "machine/irq.h"
 #include "machine/vm.h"
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 
 #include "base/time.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/rtc.h"
-#include "machine/bus.h"
 #include "machine/irq.h"
 
 #define SEC 1000000000ull

@@ -5,8 +5,8 @@
 #include <sysidle/guest_abi.h>
 
 #include "base/error.h"
-#include "machine/devices/devices.h"
 #include "machine/bus.h"
+#include "machine/devices/devices.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 

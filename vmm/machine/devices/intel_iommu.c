@@ -12,11 +12,11 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/intel_iommu.h"
-#include "machine/pci.h"
-#include "machine/bus.h"
 #include "machine/irq.h"
+#include "machine/pci.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 

@@ -4,8 +4,8 @@
 
 #include <sysidle/guest_abi.h>
 
-#include "machine/devices/devices.h"
 #include "machine/bus.h"
+#include "machine/devices/devices.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 

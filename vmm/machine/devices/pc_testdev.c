@@ -19,8 +19,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "machine/devices/devices.h"
 #include "machine/bus.h"
+#include "machine/devices/devices.h"
 #include "machine/irq.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"

@@ -16,9 +16,9 @@
 
 #include "base/housekeeping.h"
 #include "base/time.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/rtc.h"
-#include "machine/bus.h"
 #include "machine/irq.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"

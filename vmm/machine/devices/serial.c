@@ -16,10 +16,10 @@
 #include <sysidle/guest_abi.h>
 
 #include "base/error.h"
-#include "machine/pause.h"
-#include "machine/devices/devices.h"
 #include "machine/bus.h"
+#include "machine/devices/devices.h"
 #include "machine/irq.h"
+#include "machine/pause.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 
