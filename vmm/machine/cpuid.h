@@ -8,6 +8,7 @@
 
 struct vcpu;
 
+/* vCPU creation: @v's fd exists and v->lapic.tsc_khz is known. */
 int cpuid_setup(struct vcpu *v);
 /* --cpu FLAGS: comma-separated +feature / -feature (x2apic, tsc-deadline,
  * pv-eoi) into @off (the enum cpu_feature bits turned off); -1: @bad names

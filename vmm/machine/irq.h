@@ -20,6 +20,7 @@ struct irq_msg {
 	bool trigger_level; /* level-triggered: EOI goes back to the IOAPIC */
 	bool x2apic;       /* 32-bit destination format */
 };
+/* Any thread, holding no vCPU lock. @src is NULL for the IOAPIC. */
 void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m);
 /* An ISA IRQ line (0..23) driven to @level, as a PC wires it: lines 0-15
  * to the PICs' inputs, and to the IOAPIC pin of the same number except

@@ -7,7 +7,11 @@
 struct machine_config;
 struct vm;
 
+/* The main thread, first: opens /dev/kvm, creates the VM (no in-kernel
+ * irqchip) and its RAM from @cfg, which must outlive @vm. */
 int kvm_vm_create(struct vm *vm, const struct machine_config *cfg);
+/* The main thread, last, every vCPU thread joined; also after a creation
+ * that failed half-way. */
 void kvm_vm_destroy(struct vm *vm);
 
 #endif

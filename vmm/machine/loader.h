@@ -6,6 +6,9 @@
 struct machine_config;
 struct vm;
 
+/* The kernel and modules of @cfg into RAM, the multiboot info, then the
+ * ACPI tables; sets vm->entry and vm->mbi. Caller: the VM's RAM exists,
+ * no vCPU runs yet, the stop signals are blocked. */
 int loader_load(struct vm *vm, const struct machine_config *cfg);
 
 #endif

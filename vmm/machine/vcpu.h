@@ -137,10 +137,17 @@ struct vcpu_idle_ops {
 	bool (*exit_wanted)(struct vcpu *v);
 };
 
-/* vcpu.c */
+/* vcpu_setup.c, the main thread: every vCPU of @vm, none running yet
+ * (after a failure half-way, vcpus_stop and vcpus_join still work). */
 int vcpus_create(struct vm *vm);
+/* vcpu.c, the main thread, with the kick signal blocked (the threads
+ * inherit it and unblock it themselves once they run). */
 int vcpus_start(struct vm *vm);
+/* vcpu.c, after vm_stop(): wakes every vCPU wherever it waits, a parked
+ * one included. */
 void vcpus_stop(struct vm *vm);
+/* vcpu.c, the main thread, after vcpus_stop: every started vCPU thread
+ * joined. */
 void vcpus_join(struct vm *vm);
 /* Any thread holding no vCPU lock: every vCPU looks at the stop and pause
  * flags again (woken from its wait, or out of KVM_RUN). */
@@ -156,7 +163,9 @@ void vcpu_kick_for(struct vcpu *v, int reason);
 uint64_t vcpu_timer_keep_ns(const struct vcpu *v);
 /* Any thread: @v is halted, waiting for SIPI or paused (a snapshot). */
 bool vcpu_is_halted(struct vcpu *v);
-int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector); /* vcpu_setup.c */
+/* vcpu_setup.c, @v's thread: real mode at @vector << 12, as after INIT +
+ * SIPI. */
+int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector);
 /* vcpu_setup.c: the S3 resume state: real mode at CS = @addr >> 4,
  * IP = @addr & 0xf, or flat protected mode at @addr (@protected). */
 int vcpu_set_resume_state(struct vcpu *v, uint32_t addr, bool protected);
@@ -166,6 +175,7 @@ int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val);
 /* vcpu_setup.c: per-vCPU state that INIT resets along with the local
  * APIC (the pv tick); set before the vCPUs are created. Lock held. */
 void vcpu_set_reset_hook(void (*reset)(struct vcpu *v));
+/* vcpu_setup.c, INIT: the local APIC and what resets with it. Lock held. */
 void vcpu_reset(struct vcpu *v);
 
 #endif
