@@ -251,7 +251,12 @@ static bool sysidle_scan_cpus(struct sysidle *s, uint64_t *maxj)
 
 #ifdef SYSIDLE_TEST_HOOKS
 /* Unit tests stage races here: between a scan's loads and its cmpxchg. */
-void (*sysidle_test_before_advance)(struct sysidle *s);
+static void (*sysidle_test_before_advance)(struct sysidle *s);
+
+void sysidle_test_set_before_advance(void (*fn)(struct sysidle *s))
+{
+	sysidle_test_before_advance = fn;
+}
 #endif
 
 /* Advance @from to @to unless a busy CPU got there first: a failed

@@ -70,7 +70,9 @@ static inline void sysidle_report(struct sysidle *s, int from, int to, int cpu)
 }
 
 #ifdef SYSIDLE_TEST_HOOKS
-extern void (*sysidle_test_before_advance)(struct sysidle *s);
+/* Unit tests only, before any sysidle call: @fn runs between a scan's
+ * loads and its cmpxchg (NULL: nothing), to stage races there. */
+void sysidle_test_set_before_advance(void (*fn)(struct sysidle *s));
 #endif
 
 /* Strategy back-ends (naive.c): same contracts as the public functions. */

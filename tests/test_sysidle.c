@@ -70,7 +70,7 @@ struct sysidle *make(unsigned int ncpus, int tk, uint64_t delay,
 	s = sysidle_create(&cfg);
 	ck_assert_ptr_nonnull(s);
 	fk.s = s;
-	sysidle_test_before_advance = fake_before_advance;
+	sysidle_test_set_before_advance(fake_before_advance);
 	return s;
 }
 

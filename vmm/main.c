@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,10 @@
 #include "machine/devices/devices.h"
 #include "machine/pause.h"
 #include "machine/pci.h"
+#include "machine/kvm_vm.h"
+#include "machine/loader.h"
+#include "machine/msr.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 #include "options.h"
 

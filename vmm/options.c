@@ -17,6 +17,8 @@
 #include "base/error.h"
 #include "base/uuid.h"
 #include "machine/devices/devices.h"
+#include "machine/cpuid.h"
+#include "machine/vm.h"
 #include "options.h"
 #include "conffile.h"
 #include "hookrun.h" /* DEFAULT_HOOKS_DIR, --hook-timeout */

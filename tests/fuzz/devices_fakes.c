@@ -5,11 +5,15 @@
  */
 #include <string.h>
 
+#include "base/error.h"
 #include "base/housekeeping.h"
 #include "base/time.h"
 #include "machine/acpi.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/msr.h"
 #include "machine/pause.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #include "devices_fakes.h"
@@ -150,7 +154,10 @@ void hk_timer_cancel_quiet(struct hk_timer *t)
 }
 
 /* No vCPU thread here: every timer goes to the (fake) housekeeping heap. */
-__thread struct vcpu *vcpu_self;
+struct vcpu *vcpu_current(void)
+{
+	return NULL;
+}
 
 /* No lock held, as on the housekeeping thread. */
 static struct hk_timer *fake_timers_earliest(void)
@@ -212,7 +219,7 @@ void *guest_ptr(struct vm *vm, uint64_t gpa, uint64_t len)
 
 /* The vCPU side: a kick is counted, KVM's APIC base always taken, the
  * reset hook kept for the harness's INIT, S3 counted, output dropped.
- * Callers as vm.h, acpi.h and devices.h say. */
+ * Callers as vcpu.h, acpi.h and devices.h say. */
 void vcpu_kick_for(struct vcpu *v, int reason)
 {
 	(void)v; (void)reason;

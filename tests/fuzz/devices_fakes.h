@@ -13,7 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "machine/vm.h"
+#include "machine/bus.h"
+#include "machine/vcpu.h"
 
 #define FAKE_RAM_SIZE (1u << 20)
 #define FAKE_MAX_TIMERS 16

@@ -18,12 +18,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/time.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "idle/idle.h"
 #include "machine/pause.h"
+#include "machine/vm.h"
 
-struct control_socket ctl;
+static struct control_socket ctl;
+
+struct control_socket *control_socket(void)
+{
+	return &ctl;
+}
+
 static struct vm_status fake_st;
 static struct vcpu_status fake_vcpus[2];
 static uint64_t pauses_requested, pauses_done;
@@ -81,7 +89,7 @@ static void drive_edges(struct client *c, const uint8_t *p, size_t n)
 		ev.to = (p[i] & 7) % 5;
 		ev.mono_ns = fake_now;
 		edges_state(c, &ev);
-		edges_due(fake_now);
+		edges_due(&ctl, fake_now);
 		/* not late: an edge still pending is not due yet */
 		assert(c->edge_idle == c->edge_in ||
 		       fake_now < c->edge_since_ns + (c->edge_in ? c->enter_ns :

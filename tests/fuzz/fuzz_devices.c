@@ -38,14 +38,19 @@
  * them and on the devices' state.
  */
 #include <assert.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sysidle/guest_abi.h>
 
 #include "idle/pvtick.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/edu.h"
 #include "machine/devices/rtc.h"
+#include "machine/irq.h"
 #include "machine/pci.h"
+#include "machine/vcpu.h"
 #include "machine/vcpu_loop.h"
 #include "machine/vm.h"
 

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define NCPUS_MAX 2

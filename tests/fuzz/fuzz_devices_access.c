@@ -9,12 +9,16 @@
  * with --wrap).
  */
 #include <assert.h>
+#include <pthread.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
 #include "idle/pvtick.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/rtc.h"
-#include "machine/vm.h"
+#include "machine/vcpu.h"
 
 #include "devices_fakes.h"
 #include "fuzz_devices.h"

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "machine/acpi.h"
+#include "machine/loader.h"
 #include "machine/vm.h"
 
 #define FUZZ_RAM (2u << 20) /* kernels are linked at 1 MiB */

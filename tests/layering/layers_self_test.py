@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from layer_rules import MESON_COMMON, MESON_TOOLS, PLACED
+from layer_rules import EXTERN_DATA, MESON_COMMON, MESON_TOOLS, PLACED
 
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                        'check_layers.py')
@@ -40,7 +40,15 @@ subdir('tools')
     'tools/meson.build': """bridge_srcs = files('bridge/bridge.c')
 executable('bridge', bridge_srcs)
 """,
-    'include/sysidle/sysidle.h': '#pragma once\n',
+    # prototypes (one over three lines, one with an attribute) and
+    # extern "C" are no extern data
+    'include/sysidle/sysidle.h': ('#pragma once\n#ifdef __cplusplus\n'
+                                  'extern "C" {\n#endif\n'
+                                  'extern int sysidle_f(int a,\n'
+                                  '                     int b);\n'
+                                  'extern void sysidle_g(void)\n'
+                                  '    __attribute__((noreturn));\n'
+                                  '/* extern int not_code; */\n'),
     'sysidle/sysidle.c': '#include "sysidle/sysidle.h"\n#include <stdint.h>\n',
     'common/proto.h': '#pragma once\n#include <stddef.h>\n',
     'common/proto.c': '#include "proto.h"\n#include <stdio.h>\n',
@@ -53,9 +61,14 @@ executable('bridge', bridge_srcs)
     'vmm/machine/kvm.h': '#pragma once\n#include "base/event.h"\n',
     'vmm/machine/vcpu.c': ('#include "kvm.h"\n#include "../base/log.h"\n'
                            '#include "sysidle/sysidle.h"\n'),
-    'vmm/machine/devices/serial.c': ('#include "../kvm.h"\n'
-                                     '#include "machine/kvm.h"\n'
-                                     '#include "base/log.h"\n'),
+    'vmm/machine/bus.h': '#pragma once\n',
+    'vmm/machine/devices/serial.c': ('#include "../bus.h"\n'
+                                     '#include "machine/bus.h"\n'
+                                     '#include "base/log.h"\n'
+                                     '#include "serial.h"\n'),
+    'vmm/machine/devices/serial.h': '#pragma once\n#include <stdint.h>\n',
+    # on the temporary allow-list: reported, not failing
+    'vmm/options.h': '#pragma once\nextern const int optional_devices[2];\n',
     'vmm/idle/pvtick.h': '#pragma once\n#include "machine/kvm.h"\n',
     'vmm/idle/idle.c': '#include "pvtick.h"\n#include "base/event.h"\n',
     'vmm/export/metrics.h': '#pragma once\n#include "idle/pvtick.h"\n',
@@ -80,6 +93,19 @@ BAD_FILES = {
     # idle including export
     'vmm/idle/wire.c': ('#include "pvtick.h"\n#include "../export/metrics.h"\n',
                         [2]),
+    # a device including more of the machine than a device may use (and
+    # a climb out of the layer: both rules report that line)
+    'vmm/machine/devices/rtc.c': ('#include "machine/bus.h"\n'
+                                  '#include "../kvm.h"\n'
+                                  '#include "serial.h"\n'
+                                  '#include "../../idle/pvtick.h"\n',
+                                  [2, 4]),
+    # extern data in a header: a variable, a const table, a function
+    # pointer over two lines; the prototype between them is fine
+    'vmm/idle/state.h': ('#pragma once\nextern struct idle_layer idle;\n'
+                         'extern const int ticks[4];\n'
+                         'extern int idle_f(void);\n'
+                         'extern void\n  (*idle_hook)(void);\n', [2, 3, 5]),
     # files at the top of vmm/ beside main.c: in no layer
     'vmm/x.h': ('#pragma once\n', [1]),
     'vmm/x.c': ('#include "x.h"\n', [1]),
@@ -167,7 +193,8 @@ def self_test():
               'missing: %s' % missing)
         check(not extra, 'nothing else is reported', 'extra: %s' % extra)
         for family in ('base/', 'machine/', 'idle/', 'common/', 'tools/',
-                       'include/', MESON_TOOLS, MESON_COMMON, PLACED):
+                       'include/', 'machine/devices/', EXTERN_DATA,
+                       MESON_TOOLS, MESON_COMMON, PLACED):
             check(re.search(r'^not ok \d+ - %s' % re.escape(family), out,
                             re.M) is not None,
                   'rule family "%s" fails' % family)
@@ -175,8 +202,11 @@ def self_test():
             check(re.search(r'^ok \d+ - %s' % re.escape(family), out,
                             re.M) is not None,
                   'rule family "%s" passes' % family)
-        check(re.search(r'^# 2 passed, 9 failed$', out, re.M) is not None,
+        check(re.search(r'^# 2 passed, 11 failed$', out, re.M) is not None,
               'the summary counts the families')
+        check('# allowed for now: vmm/options.h:2: extern data '
+              'optional_devices' in out,
+              'a file on the extern allow-list is reported, not failed')
         check("tools/bridge/hooks.h:3: layer tools includes vmm/x.h "
               "(layer vmm/ (no layer))" in out,
               'a violation names file, line, both layers')

@@ -13,14 +13,14 @@
 #include "monotonic.h"
 #include "sysidlectl.h"
 
-volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted;
 static sigset_t poll_mask;      /* the mask ppoll() waits with ... */
 static bool poll_mask_set;      /* ... when watch blocked SIGINT */
 
 /* A connection not open yet, with the interruption watch sets up. */
 void conn_init(struct ctl_conn *c)
 {
-	*c = (struct ctl_conn){ .fd = -1, .timeout_ms = opt.timeout_ms,
+	*c = (struct ctl_conn){ .fd = -1, .timeout_ms = options()->timeout_ms,
 				.intr = &interrupted,
 				.sigmask = poll_mask_set ? &poll_mask : NULL };
 }
@@ -47,12 +47,12 @@ static json_object *status_vm(struct ctl_conn *c, json_object *reply);
 static json_object *ask(struct ctl_conn *c, const char *name, const char *cmd,
 			int *rc)
 {
-	int64_t deadline = monotonic_ms() + opt.timeout_ms;
+	int64_t deadline = monotonic_ms() + options()->timeout_ms;
 	json_object *r;
 
 	conn_init(c);
 	*rc = EXIT_ERR;
-	if (ctl_socket_path(opt.dir, name, c->path, sizeof(c->path))) {
+	if (ctl_socket_path(options()->dir, name, c->path, sizeof(c->path))) {
 		errmsg("%s: socket path too long (at most %zu bytes)", name,
 		       sizeof(c->path) - 1);
 		return NULL;
@@ -63,7 +63,7 @@ static json_object *ask(struct ctl_conn *c, const char *name, const char *cmd,
 	if (ctl_open(c, deadline)) {
 		if (errno == ENOENT && !strchr(name, '/'))
 			errmsg("no such VM '%s' (no socket %s, and no VM "
-			       "of that name in %s)", name, c->path, opt.dir);
+			       "of that name in %s)", name, c->path, options()->dir);
 		else if (errno == ENOENT)
 			errmsg("%s", c->err);
 		else
@@ -96,13 +96,13 @@ json_object *fetch_status(const char *ent, json_object **vm, char *why,
 			  size_t size)
 {
 	struct ctl_conn c;
-	int64_t deadline = monotonic_ms() + opt.timeout_ms;
+	int64_t deadline = monotonic_ms() + options()->timeout_ms;
 	json_object *reply = NULL;
 	int rc;
 
 	conn_init(&c);
 	*vm = NULL;
-	if (snprintf(c.path, sizeof(c.path), "%s/%s", opt.dir, ent) >=
+	if (snprintf(c.path, sizeof(c.path), "%s/%s", options()->dir, ent) >=
 	    (int)sizeof(c.path)) {
 		snprintf(why, size, "socket path too long");
 		return NULL;
@@ -133,7 +133,7 @@ static int find_by_name(const char *name, char *path, size_t size)
 							    sizeof(why)) : NULL;
 
 		if (r && !strcmp(ctl_str_or(vm, "name", ""), name) &&
-		    snprintf(path, size, "%s/%s", opt.dir, ents[i]) <
+		    snprintf(path, size, "%s/%s", options()->dir, ents[i]) <
 		    (int)size)
 			found = 0;
 		json_object_put(r);
@@ -212,7 +212,7 @@ static int cmp_str(const void *a, const void *b)
  * a missing DIR too). */
 char **list_sockets(size_t *n, int *rc)
 {
-	DIR *d = opendir(opt.dir);
+	DIR *d = opendir(options()->dir);
 	struct dirent *e;
 	char **v = NULL, **nv;
 	size_t cap = 0;
@@ -220,7 +220,7 @@ char **list_sockets(size_t *n, int *rc)
 	*n = 0;
 	*rc = EXIT_OK;
 	if (!d) {
-		errmsg("--dir %s: %s", opt.dir, strerror(errno));
+		errmsg("--dir %s: %s", options()->dir, strerror(errno));
 		*rc = EXIT_ERR;
 		return NULL;
 	}
@@ -268,18 +268,18 @@ int cmd_list(void)
 		if (rows[i].name && strlen(rows[i].name) > w)
 			w = strlen(rows[i].name);
 	}
-	if (!opt.json)
+	if (!options()->json)
 		printf("%-*s  %-10s %-8s %-7s %s\n", (int)w, "NAME", "STATE",
 		       "SINCE", "HALTED", "PID");
 	for (i = 0; i < n; i++) {
 		struct row *r = &rows[i];
 		const char *name = r->name ? r->name : "?";
 
-		if (opt.json && r->vm) {
+		if (options()->json && r->vm) {
 			json_object_object_add(r->vm, "socket",
 					       json_object_new_string(ents[i]));
 			print_json(r->vm);
-		} else if (opt.json) {
+		} else if (options()->json) {
 			json_object *o = json_object_new_object();
 
 			json_object_object_add(o, "name",
@@ -323,7 +323,7 @@ int cmd_status(const char *name)
 		errmsg("%s: %s", name, c.err);
 		rc = EXIT_ERR;
 	} else {
-		if (opt.json)
+		if (options()->json)
 			print_json(vm);
 		else
 			print_status(vm);
@@ -343,7 +343,7 @@ int cmd_simple(const char *name, const char *cmd)
 
 	r = ask(&c, name, cmd, &rc);
 	if (r) {
-		if (opt.json)
+		if (options()->json)
 			print_json(r);
 		rc = flush_out();
 	}
@@ -355,6 +355,12 @@ int cmd_simple(const char *name, const char *cmd)
 static void on_signal(int sig)
 {
 	interrupted = sig;
+}
+
+/* See sysidlectl.h; any time. */
+int watch_interrupted(void)
+{
+	return interrupted;
 }
 
 /* Block SIGINT (and SIGTERM) outside ppoll(), so that one arriving at any
@@ -387,7 +393,7 @@ int cmd_watch(const char *name)
 	r = ask(&c, name, "watch", &rc);
 	if (!r)
 		goto out;
-	if (opt.json) {
+	if (options()->json) {
 		print_json(r);
 	} else {
 		e = ctl_number(r, "since_unix_ms");
@@ -408,7 +414,7 @@ int cmd_watch(const char *name)
 			n = CTL_ERR;
 			break;
 		}
-		if (opt.json)
+		if (options()->json)
 			puts(line);
 		else
 			print_event(e);

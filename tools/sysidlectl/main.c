@@ -13,7 +13,12 @@
 #include "sysidlectl.h"
 #include "version.h"
 
-struct options opt = { .dir = DEFAULT_DIR, .timeout_ms = 5000 };
+static struct options opt = { .dir = DEFAULT_DIR, .timeout_ms = 5000 };
+
+const struct options *options(void)
+{
+	return &opt;
+}
 
 static const char usage_text[] =
 "Usage: sysidlectl [OPTION]... COMMAND [NAME]\n"

@@ -39,9 +39,10 @@ struct options {
 	bool json;
 	int64_t timeout_ms;
 };
-extern struct options opt;
 
 /* main.c */
+/* The options of the command line, set before any command runs. */
+const struct options *options(void);
 void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Flush stdout; an error (a closed pipe, a full disk) is reported. */
 int flush_out(void);
@@ -54,9 +55,9 @@ char **list_sockets(size_t *n, int *rc);
  * @why set when there is none. */
 json_object *fetch_status(const char *ent, json_object **vm, char *why,
 			  size_t size);
-/* watch and top: the SIGINT/SIGTERM flag, and the signals blocked but in
- * the returned ppoll() mask. */
-extern volatile sig_atomic_t interrupted;
+/* watch and top: the SIGINT/SIGTERM signal caught (0: none yet), and the
+ * signals blocked but in the returned ppoll() mask. */
+int watch_interrupted(void);
 const sigset_t *watch_signals(void);
 /* A connection not open yet, interrupted by those signals. */
 void conn_init(struct ctl_conn *c);

@@ -308,7 +308,7 @@ static void top_restore(void)
 
 int cmd_top(double interval_s, long iterations)
 {
-	bool tty = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO) && !opt.json;
+	bool tty = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO) && !options()->json;
 	struct sigaction sa = { .sa_handler = top_on_signal };
 	struct vmrow *prev = NULL, *rows;
 	size_t np = 0, n;
@@ -377,12 +377,12 @@ int cmd_top(double interval_s, long iterations)
 			fmt_clock((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
 				  clk, sizeof(clk));
 			printf("\033[Hsysidlectl top  %s  %zu VMs in %s, every %gs; "
-			       "q quits\033[K\n\033[K\n", clk, n, opt.dir,
+			       "q quits\033[K\n\033[K\n", clk, n, options()->dir,
 			       interval_s);
 			top_print(rows, ws.ws_row > 4 && n > (size_t)ws.ws_row - 4 ?
 				  (size_t)ws.ws_row - 4 : n, ws.ws_col, true);
 			fputs("\033[J", stdout);
-		} else if (opt.json) {
+		} else if (options()->json) {
 			top_json(rows, n);
 		} else {
 			top_print(rows, n, 0, false);

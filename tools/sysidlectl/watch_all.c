@@ -59,7 +59,7 @@ static void show(struct watched *w, json_object *e, const char *line)
 {
 	const char *ev = ctl_str_or(e, "event", "");
 
-	if (opt.json) {
+	if (options()->json) {
 		json_object_object_add(e, "vm", json_object_new_string(w->name));
 		print_json(e);
 		return;
@@ -75,7 +75,7 @@ static void show(struct watched *w, json_object *e, const char *line)
 /* A one-line notice about @w ("watching", "stopped"). */
 static void notice(struct watched *w, const char *what, json_object *reply)
 {
-	if (opt.json) {
+	if (options()->json) {
 		json_object *o = json_object_new_object();
 
 		json_object_object_add(o, "vm", json_object_new_string(w->name));
@@ -96,7 +96,7 @@ static void notice(struct watched *w, const char *what, json_object *reply)
 /* Connect @w and ask "watch" (its name from a status first). */
 static void try_connect(struct watched *w)
 {
-	int64_t deadline = monotonic_ms() + opt.timeout_ms;
+	int64_t deadline = monotonic_ms() + options()->timeout_ms;
 	json_object *vm, *r;
 	char why[256];
 	int res;
@@ -112,7 +112,7 @@ static void try_connect(struct watched *w)
 	snprintf(w->name, sizeof(w->name), "%s", ctl_str_or(vm, "name", w->name));
 	json_object_put(r);
 	conn_init(&w->c);
-	if (snprintf(w->c.path, sizeof(w->c.path), "%s/%s", opt.dir, w->ent) >=
+	if (snprintf(w->c.path, sizeof(w->c.path), "%s/%s", options()->dir, w->ent) >=
 	    (int)sizeof(w->c.path) || ctl_open(&w->c, deadline)) {
 		w->retry_until = 0;
 		return;
@@ -184,15 +184,15 @@ int cmd_watch_all(void)
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 
-	if (in < 0 || inotify_add_watch(in, opt.dir, IN_CREATE | IN_MOVED_TO |
+	if (in < 0 || inotify_add_watch(in, options()->dir, IN_CREATE | IN_MOVED_TO |
 					IN_ONLYDIR) < 0) {
-		errmsg("--dir %s: cannot watch it: %s", opt.dir, strerror(errno));
+		errmsg("--dir %s: cannot watch it: %s", options()->dir, strerror(errno));
 		if (in >= 0)
 			close(in);
 		return EXIT_ERR;
 	}
 	scan_dir();
-	while (!interrupted) {
+	while (!watch_interrupted()) {
 		struct timespec ts = { 0, WATCH_RETRY_MS * 1000000L };
 		bool pending = false;
 		nfds_t nf = 1;
@@ -228,5 +228,5 @@ int cmd_watch_all(void)
 			ctl_close(&vms[i].c);
 	close(in);
 	flush_out();
-	return interrupted ? 128 + interrupted : EXIT_ERR;
+	return watch_interrupted() ? 128 + watch_interrupted() : EXIT_ERR;
 }

@@ -35,11 +35,18 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/error.h"
+#include "base/time.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "export/export.h"
 
-struct control_socket ctl = { .fd = -1 };
+static struct control_socket ctl = { .fd = -1 };
+
+struct control_socket *control_socket(void)
+{
+	return &ctl;
+}
 
 /* ---- clients ---------------------------------------------------------- */
 
@@ -290,7 +297,7 @@ int control_poll_timeout(void)
 		if (client_silent(c) && end < first)
 			first = end;
 	}
-	end = edges_due(now);
+	end = edges_due(&ctl, now);
 	if (end < first)
 		first = end;
 	if (first == UINT64_MAX)

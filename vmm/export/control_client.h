@@ -69,9 +69,11 @@ struct control_socket {
 	int npolled;
 	_Atomic uint64_t watch_dropped; /* relaxed, see control_watch_dropped */
 };
-extern struct control_socket ctl;
 
 /* control.c */
+/* The control socket (control.c's own): the main thread's control_open
+ * and control_close, the export thread in between. */
+struct control_socket *control_socket(void);
 /* Frees @c (its socket closed): the export thread for a dropped client,
  * the main thread at control_close. */
 void client_free(struct client *c);
@@ -98,9 +100,9 @@ void edges_start(struct client *c, const struct vm_status *st,
 		 struct json_object *r);
 /* A state event for a filtered watcher. */
 void edges_state(struct client *c, const struct vm_event *ev);
-/* The filtered watchers' edges that fall due at @now: sent. Returns the
- * earliest deadline still pending (UINT64_MAX: none). */
-uint64_t edges_due(uint64_t now);
+/* The filtered watchers of @s whose edges fall due at @now: sent. Returns
+ * the earliest deadline still pending (UINT64_MAX: none). */
+uint64_t edges_due(struct control_socket *s, uint64_t now);
 
 /* control_request.c: one request line (@len bytes, no newline); serve the complete lines @c has buffered, up to a
  * "pause" whose reply must come first; send a "pause" reply once the

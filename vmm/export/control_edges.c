@@ -131,12 +131,12 @@ void edges_state(struct client *c, const struct vm_event *ev)
 		edge_send(c, now);
 }
 
-uint64_t edges_due(uint64_t now)
+uint64_t edges_due(struct control_socket *s, uint64_t now)
 {
 	uint64_t first = UINT64_MAX, d;
 
-	for (unsigned int i = 0; i < ctl.nclients; i++) {
-		struct client *c = ctl.clients[i];
+	for (unsigned int i = 0; i < s->nclients; i++) {
+		struct client *c = s->clients[i];
 
 		d = edge_deadline(c);
 		if (d <= now) {

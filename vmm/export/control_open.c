@@ -18,10 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "base/file.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "export/export.h"
+#include "machine/vm.h"
 
 /* Main thread: mkdir -p @dir, the directories it creates mode 0700. */
 static int mkdir_p(const char *dir)
@@ -133,9 +135,11 @@ static void control_sweep(const char *dir)
 static int control_open_failed(bool explicit, const char *path,
 			       const char *what)
 {
-	if (ctl.fd >= 0)
-		close(ctl.fd);
-	ctl.fd = -1;
+	struct control_socket *ctl = control_socket();
+
+	if (ctl->fd >= 0)
+		close(ctl->fd);
+	ctl->fd = -1;
 	if (explicit)
 		return vmm_fail(VMM_EXIT_USAGE, "control socket %s %s", path,
 				what);
@@ -150,6 +154,7 @@ static int control_open_failed(bool explicit, const char *path,
  */
 int control_open(struct vm *vm, const struct export_config *o)
 {
+	struct control_socket *ctl = control_socket();
 	bool explicit = o->control_explicit;
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	char msg[200], why[120];
@@ -157,15 +162,15 @@ int control_open(struct vm *vm, const struct export_config *o)
 	mode_t mode = 0;
 	int r;
 
-	ctl.vm = vm;
+	ctl->vm = vm;
 	if (!o->control)
 		return 0;
 	if (strlen(o->control) >= sizeof(addr.sun_path))
 		return control_open_failed(explicit, o->control,
 					   "is too long a path");
 	strcpy(addr.sun_path, o->control);
-	ctl.st = vm_status_new(vm);
-	if (!ctl.st)
+	ctl->st = vm_status_new(vm);
+	if (!ctl->st)
 		return vmm_fail(VMM_EXIT_KVM, "control socket: out of memory");
 	if (!explicit && mkdir_p(DEFAULT_CONTROL_DIR) < 0) {
 		snprintf(msg, sizeof(msg), "cannot be created: %s: %s",
@@ -192,10 +197,10 @@ int control_open(struct vm *vm, const struct export_config *o)
 			 strerror(errno));
 		return control_open_failed(explicit, o->control, msg);
 	}
-	ctl.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	ctl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			0);
-	if (ctl.fd < 0 || fchmod(ctl.fd, 0600) < 0 ||
-	    bind(ctl.fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+	if (ctl->fd < 0 || fchmod(ctl->fd, 0600) < 0 ||
+	    bind(ctl->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		if (errno == EADDRINUSE) /* bound since control_stale */
 			return control_open_failed(explicit, o->control,
 						   "is in use");
@@ -204,15 +209,15 @@ int control_open(struct vm *vm, const struct export_config *o)
 		return control_open_failed(explicit, o->control, msg);
 	}
 	if (chmod(addr.sun_path, 0600) < 0 || lstat(addr.sun_path, &sb) < 0 ||
-	    listen(ctl.fd, CONTROL_BACKLOG) < 0) {
+	    listen(ctl->fd, CONTROL_BACKLOG) < 0) {
 		snprintf(msg, sizeof(msg), "cannot be created: %s",
 			 strerror(errno));
 		unlink(addr.sun_path);
 		return control_open_failed(explicit, o->control, msg);
 	}
-	strcpy(ctl.path, addr.sun_path);
-	ctl.dev = sb.st_dev;
-	ctl.ino = sb.st_ino;
+	strcpy(ctl->path, addr.sun_path);
+	ctl->dev = sb.st_dev;
+	ctl->ino = sb.st_ino;
 	return 0;
 }
 
@@ -220,19 +225,20 @@ int control_open(struct vm *vm, const struct export_config *o)
  * the socket, remove the socket file if it still is ours. */
 void control_close(void)
 {
+	struct control_socket *ctl = control_socket();
 	struct stat sb;
 
-	for (unsigned int i = 0; i < ctl.nclients; i++)
-		client_free(ctl.clients[i]);
-	ctl.nclients = 0;
-	ctl.npolled = 0;
-	if (ctl.fd >= 0) {
-		close(ctl.fd);
-		ctl.fd = -1;
-		if (lstat(ctl.path, &sb) == 0 && sb.st_dev == ctl.dev &&
-		    sb.st_ino == ctl.ino)
-			unlink(ctl.path);
+	for (unsigned int i = 0; i < ctl->nclients; i++)
+		client_free(ctl->clients[i]);
+	ctl->nclients = 0;
+	ctl->npolled = 0;
+	if (ctl->fd >= 0) {
+		close(ctl->fd);
+		ctl->fd = -1;
+		if (lstat(ctl->path, &sb) == 0 && sb.st_dev == ctl->dev &&
+		    sb.st_ino == ctl->ino)
+			unlink(ctl->path);
 	}
-	vm_status_free(ctl.st);
-	ctl.st = NULL;
+	vm_status_free(ctl->st);
+	ctl->st = NULL;
 }

@@ -11,6 +11,7 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/time.h"
 #include "export/control.h"
 #include "export/control_client.h"
 #include "export/export.h"
@@ -21,8 +22,10 @@
  * snapshot. */
 static struct json_object *status_object(void)
 {
-	vm_status_read(ctl.vm, ctl.st);
-	return control_status_json(ctl.st, now_ns());
+	struct control_socket *ctl = control_socket();
+
+	vm_status_read(ctl->vm, ctl->st);
+	return control_status_json(ctl->st, now_ns());
 }
 
 /* Export thread: {"ok":true,"cmd":@cmd}, with @id (borrowed) copied. */
@@ -60,6 +63,7 @@ bool client_pause_reply(struct client *c)
 /* Export thread: one request line (@len bytes, no newline). */
 void client_request(struct client *c, const char *line, size_t len)
 {
+	struct control_socket *ctl = control_socket();
 	struct json_tokener *tok;
 	struct json_object *req, *cmdo, *id = NULL, *r;
 	enum json_tokener_error jerr;
@@ -120,16 +124,16 @@ void client_request(struct client *c, const char *line, size_t len)
 			json_object_put(req);
 			return;
 		}
-		vm_status_read(ctl.vm, ctl.st);
+		vm_status_read(ctl->vm, ctl->st);
 		r = reply_ok(cmd, id);
 		json_object_object_add(r, "state", json_object_new_string(
-					       sysidle_state_name(ctl.st->state)));
+					       sysidle_state_name(ctl->st->state)));
 		json_object_object_add(r, "since_unix_ms",
-			json_object_new_uint64(ctl.st->since_unix_ms));
+			json_object_new_uint64(ctl->st->since_unix_ms));
 		json_object_object_add(r, "paused",
-				       json_object_new_boolean(ctl.st->paused));
+				       json_object_new_boolean(ctl->st->paused));
 		if (c->edges)
-			edges_start(c, ctl.st, r);
+			edges_start(c, ctl->st, r);
 		c->watch = true;
 		client_reply(c, r);
 	} else if (!strcmp(cmd, "kick")) {

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -18,9 +19,11 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/error.h"
 #include "export/export.h"
 #include "export/hooks.h"
 #include "idle/idle.h"
+#include "machine/vm.h"
 
 #define EXPORT_BATCH 256 /* events read at a time */
 #define EXPORT_MAX_FDS 64

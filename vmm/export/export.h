@@ -26,7 +26,6 @@
 #include <stdint.h>
 
 #include "base/event.h"
-#include "machine/vm.h"
 
 struct pollfd;
 

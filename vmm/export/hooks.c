@@ -21,9 +21,12 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/error.h"
 #include "base/event.h"
+#include "base/time.h"
 #include "export/hooks.h"
 #include "hookrun.h"
+#include "machine/vm.h"
 
 #define HOOKS_BATCH 256 /* events read at a time */
 

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <linux/kvm.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/error.h"
 #include "base/file.h"
 #include "base/housekeeping.h"
 #include "base/sched.h"
@@ -29,6 +31,8 @@
 #include "idle/idle.h"
 #include "machine/devices/devices.h"
 #include "machine/pause.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 #define STATS_WRITE_NS 1000000000ull /* a reader's time to take it all */
 

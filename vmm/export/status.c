@@ -12,12 +12,16 @@
 
 #include <sysidle/sysidle.h>
 
+#include "base/error.h"
 #include "base/housekeeping.h"
+#include "base/time.h"
 #include "base/uuid.h"
 #include "export/export.h"
 #include "export/hooks.h"
 #include "idle/idle.h"
 #include "machine/pause.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 static struct {
 	const char *name;

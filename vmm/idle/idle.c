@@ -5,17 +5,26 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "base/file.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
-struct idle_layer idle = { .lock = PTHREAD_MUTEX_INITIALIZER, .hk_cpu = -1,
-				 .log_fd = -1 };
+static struct idle_layer idle = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				  .hk_cpu = -1, .log_fd = -1 };
+
+struct idle_layer *idle_layer(void)
+{
+	return &idle;
+}
 
 bool idle_enabled(void)
 {
@@ -85,7 +94,7 @@ int idle_init(struct vm *vm, const struct idle_config *o)
 	idle.cur = SYSIDLE_NOT;
 	idle.enabled = true;
 	idle_tick_setup();
-	vm->idle = &idle_vcpu_ops;
+	vm->idle = idle_vcpu_ops();
 	return 0;
 }
 

@@ -12,7 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "machine/vm.h"
+struct vcpu;
+struct vm;
 
 struct idle_config {
 	bool sysidle;            /* --sysidle */

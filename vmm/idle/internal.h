@@ -21,7 +21,9 @@
 
 #include "base/housekeeping.h"
 #include "idle/idle.h"
-#include "machine/vm.h"
+#include "machine/vcpu.h"
+
+struct vm;
 
 #define HK_TICK_DEFAULT_NS 4000000ull /* 250 Hz */
 #define TK_HALTED 0ull
@@ -114,25 +116,28 @@ struct idle_layer {
 	uint64_t lat_count, lat_min, lat_max, lat_sum;
 };
 
-extern struct idle_layer idle;
+/* idle.c: the layer's state, one per process (its fields say who may
+ * touch them). */
+struct idle_layer *idle_layer(void) __attribute__((const));
 
 static inline struct idle_vcpu *idle_vcpu(const struct vcpu *v)
 {
-	return &idle.vcpus[v->id];
+	return &idle_layer()->vcpus[v->id];
 }
 
 /* log.c: a line for --sysidle-log, idle.lock held (idle_log: not held).
  * Lines are queued and written out by idle_flush. */
 void idle_log_locked(uint64_t now, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-#define idle_log(now, ...) do {                         \
-		pthread_mutex_lock(&idle.lock);         \
-		idle_log_locked(now, __VA_ARGS__);      \
-		pthread_mutex_unlock(&idle.lock);       \
+#define idle_log(now, ...) do {                            \
+		pthread_mutex_lock(&idle_layer()->lock);   \
+		idle_log_locked(now, __VA_ARGS__);         \
+		pthread_mutex_unlock(&idle_layer()->lock); \
 	} while (0)
 
 /* track.c */
-extern const struct vcpu_idle_ops idle_vcpu_ops;
+/* The idle hooks of the vCPU loop, for struct vm's idle. */
+const struct vcpu_idle_ops *idle_vcpu_ops(void);
 void idle_emit_pending_locked(void); /* idle.lock held */
 void idle_transition(void *arg, enum sysidle_state from,
 		     enum sysidle_state to, int cpu, uint64_t now);

@@ -23,27 +23,28 @@
 
 void idle_log_locked(uint64_t now, const char *fmt, ...)
 {
-	uint64_t us = now > idle.t0 ? (now - idle.t0) / 1000 : 0;
-	size_t room = sizeof(idle.logq) - idle.logq_len;
+	struct idle_layer *idle = idle_layer();
+	uint64_t us = now > idle->t0 ? (now - idle->t0) / 1000 : 0;
+	size_t room = sizeof(idle->logq) - idle->logq_len;
 	va_list ap;
 	int n, m;
 
-	if (idle.log_fd < 0)
+	if (idle->log_fd < 0)
 		return;
-	n = snprintf(idle.logq + idle.logq_len, room, "%" PRIu64 ".%03"
+	n = snprintf(idle->logq + idle->logq_len, room, "%" PRIu64 ".%03"
 		     PRIu64 " ", us / 1000, us % 1000);
 	va_start(ap, fmt);
 	m = n >= 0 && (size_t)n < room ?
-	    vsnprintf(idle.logq + idle.logq_len + n, room - (size_t)n, fmt,
+	    vsnprintf(idle->logq + idle->logq_len + n, room - (size_t)n, fmt,
 		      ap) : -1;
 	va_end(ap);
 	if (m < 0 || (size_t)n + (size_t)m + 1 >= room) {
-		idle.logq[idle.logq_len] = '\0';
-		idle.log_dropped++;
+		idle->logq[idle->logq_len] = '\0';
+		idle->log_dropped++;
 		return;
 	}
-	idle.logq_len += (size_t)n + (size_t)m;
-	idle.logq[idle.logq_len++] = '\n';
+	idle->logq_len += (size_t)n + (size_t)m;
+	idle->logq[idle->logq_len++] = '\n';
 }
 
 /* idle_flush(): write the whole line @line of @len bytes (newline
@@ -51,7 +52,8 @@ void idle_log_locked(uint64_t now, const char *fmt, ...)
  * PIPE_BUF: a pipe takes it whole or not at all. */
 static bool log_write_line(const char *line, size_t len)
 {
-	size_t n = output_write(idle.log_fd, line, len, 0);
+	struct idle_layer *idle = idle_layer();
+	size_t n = output_write(idle->log_fd, line, len, 0);
 
 	/* Partly written (a regular file's write error): the rest is
 	 * dropped, and the file has a cut line, as after a crash. */
@@ -62,25 +64,26 @@ static bool log_write_line(const char *line, size_t len)
  * losses first; count what is not taken. */
 static void log_write(const char *buf, size_t len)
 {
+	struct idle_layer *idle = idle_layer();
 	char note[64];
 	const char *nl;
 	size_t l;
 	int n;
 
-	if (idle.log_unnoted) {
+	if (idle->log_unnoted) {
 		n = snprintf(note, sizeof(note), "(%" PRIu64 " log lines "
-			     "dropped)\n", idle.log_unnoted);
+			     "dropped)\n", idle->log_unnoted);
 		if (log_write_line(note, (size_t)n))
-			idle.log_unnoted = 0;
+			idle->log_unnoted = 0;
 	}
 	while (len) {
 		nl = memchr(buf, '\n', len);
 		l = nl ? (size_t)(nl - buf) + 1 : len;
 		/* Once a loss is not yet noted, the lines after it wait for
 		 * the note: dropped too, so that it comes before them. */
-		if (idle.log_unnoted || !log_write_line(buf, l)) {
-			idle.log_unnoted++;
-			idle.log_dropped_total++;
+		if (idle->log_unnoted || !log_write_line(buf, l)) {
+			idle->log_unnoted++;
+			idle->log_dropped_total++;
 		}
 		buf += l;
 		len -= l;
@@ -92,23 +95,24 @@ static void log_write(const char *buf, size_t len)
  * changes posted meanwhile (posting does not wake them: see event.h). */
 void idle_flush(void)
 {
-	static char buf[sizeof(idle.logq)];
+	struct idle_layer *idle = idle_layer();
+	static char buf[sizeof(idle->logq)];
 	size_t len;
 	uint64_t dropped;
 
-	if (!idle.enabled)
+	if (!idle->enabled)
 		return;
-	pthread_mutex_lock(&idle.lock);
+	pthread_mutex_lock(&idle->lock);
 	idle_emit_pending_locked();
-	len = idle.logq_len;
-	memcpy(buf, idle.logq, len);
-	idle.logq_len = 0;
-	dropped = idle.log_dropped;
-	idle.log_dropped = 0;
-	pthread_mutex_unlock(&idle.lock);
-	idle.log_unnoted += dropped;
-	idle.log_dropped_total += dropped;
-	if (idle.log_fd >= 0 && (len || idle.log_unnoted))
+	len = idle->logq_len;
+	memcpy(buf, idle->logq, len);
+	idle->logq_len = 0;
+	dropped = idle->log_dropped;
+	idle->log_dropped = 0;
+	pthread_mutex_unlock(&idle->lock);
+	idle->log_unnoted += dropped;
+	idle->log_dropped_total += dropped;
+	if (idle->log_fd >= 0 && (len || idle->log_unnoted))
 		log_write(buf, len);
 	event_notify();
 }

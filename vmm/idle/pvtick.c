@@ -24,11 +24,18 @@
  * yet accounted while suppressed, or resumed and not yet armed) == ticks
  * due since epoch.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "base/time.h"
 #include "idle/pvtick.h"
+#include "machine/msr.h"
 #include "machine/pause.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 static struct {

@@ -11,7 +11,9 @@
 #include <stdint.h>
 
 #include "base/housekeeping.h"
-#include "machine/vm.h"
+
+struct vcpu;
+struct vm;
 
 struct pvtick {
 	struct vcpu *vcpu;

@@ -33,30 +33,37 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "base/housekeeping.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 static void hk_pin(void)
 {
+	struct idle_layer *idle = idle_layer();
 	cpu_set_t set;
 
-	if (idle.hk_cpu < 0)
+	if (idle->hk_cpu < 0)
 		return;
 	CPU_ZERO(&set);
-	CPU_SET(idle.hk_cpu, &set);
+	CPU_SET(idle->hk_cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set) < 0)
-		vmm_warn("--housekeeping-cpu %d: %s", idle.hk_cpu,
+		vmm_warn("--housekeeping-cpu %d: %s", idle->hk_cpu,
 			 strerror(errno));
 }
 
 static void hk_unpin(void)
 {
-	if (idle.hk_cpu >= 0 &&
-	    sched_setaffinity(0, sizeof(idle.orig_cpus), &idle.orig_cpus) < 0)
+	struct idle_layer *idle = idle_layer();
+
+	if (idle->hk_cpu >= 0 &&
+	    sched_setaffinity(0, sizeof(idle->orig_cpus), &idle->orig_cpus) < 0)
 		vmm_warn("releasing the housekeeping pin: %s", strerror(errno));
 }
 
@@ -72,7 +79,8 @@ static void hk_unpin(void)
  */
 static void idle_tick_arm(uint64_t prev, uint64_t now)
 {
-	struct vcpu *t = &idle.vm->vcpus[idle.tk];
+	struct idle_layer *idle = idle_layer();
+	struct vcpu *t = &idle->vm->vcpus[idle->tk];
 	uint64_t p = HK_TICK_DEFAULT_NS, phase = prev, next, lp;
 	uint8_t vector;
 
@@ -86,15 +94,15 @@ static void idle_tick_arm(uint64_t prev, uint64_t now)
 		phase = lapic_timer_tick_phase(&t->lapic.timer) + lp / 2;
 	}
 	pthread_mutex_unlock(&t->lock);
-	idle.tick_period = p;
+	idle->tick_period = p;
 	/* the first deadline on @phase's grid after @prev (and after now) */
 	next = prev > now ? prev : now;
 	if (next >= phase)
 		next = phase + ((next - phase) / p + 1) * p;
 	else
 		next = phase;
-	idle.tick_deadline = next;
-	hk_timer_arm(&idle.tick, next);
+	idle->tick_deadline = next;
+	hk_timer_arm(&idle->tick, next);
 }
 
 static void idle_restart(void);
@@ -103,10 +111,12 @@ static void idle_hk_kick(void);
 /* Housekeeping thread: the only caller of sysidle_force_exit. */
 static void idle_force_exit(void)
 {
-	idle.in_force = true;
-	sysidle_force_exit(idle.s);
-	idle.in_force = false;
-	if (idle.stopped && sysidle_state(idle.s) != SYSIDLE_FULL_NOTED)
+	struct idle_layer *idle = idle_layer();
+
+	idle->in_force = true;
+	sysidle_force_exit(idle->s);
+	idle->in_force = false;
+	if (idle->stopped && sysidle_state(idle->s) != SYSIDLE_FULL_NOTED)
 		idle_restart();
 }
 
@@ -123,12 +133,13 @@ static void idle_force_exit(void)
  */
 static void idle_stop(void)
 {
-	struct vm *vm = idle.vm;
+	struct idle_layer *idle = idle_layer();
+	struct vm *vm = idle->vm;
 	uint64_t now = now_ns(), last = 0, h;
 	bool tk_running = false, held = false;
 
-	idle.stopped = true;
-	idle.stop_ns = now;
+	idle->stopped = true;
+	idle->stop_ns = now;
 	for (unsigned int i = 0; i < vm->ncpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 
@@ -140,33 +151,33 @@ static void idle_stop(void)
 		pthread_mutex_lock(&v->lock);
 		if (v->state == VCPU_RUNNING) {
 			pvtick_of(v)->stop_missed = 0; /* woke already: keep its tick */
-			tk_running |= (int)i == idle.tk;
+			tk_running |= (int)i == idle->tk;
 		} else {
 			pvtick_suspend(v);
-			if ((int)i == idle.tk) {
-				idle.tk_hold = tk_tick_holdable(v);
-				held = idle.tk_hold && lapic_timer_hold(&v->lapic.timer);
+			if ((int)i == idle->tk) {
+				idle->tk_hold = tk_tick_holdable(v);
+				held = idle->tk_hold && lapic_timer_hold(&v->lapic.timer);
 			}
 		}
 		pthread_mutex_unlock(&v->lock);
 	}
-	hk_timer_cancel(&idle.tick);
-	if (idle.tk_hold) {
-		idle.hold_deadline = now + idle.max_hold_ns;
-		hk_timer_arm(&idle.hold_backstop, idle.hold_deadline);
+	hk_timer_cancel(&idle->tick);
+	if (idle->tk_hold) {
+		idle->hold_deadline = now + idle->max_hold_ns;
+		hk_timer_arm(&idle->hold_backstop, idle->hold_deadline);
 	}
 	hk_unpin();
-	idle.full_periods++;
-	if (last && idle.noted_ns > last && idle.lat) {
-		h = idle.noted_ns - last;
-		if (idle.lat_count < IDLE_LATENCY_SAMPLES)
-			idle.lat[idle.lat_count] = h;
-		if (!idle.lat_count || h < idle.lat_min)
-			idle.lat_min = h;
-		if (h > idle.lat_max)
-			idle.lat_max = h;
-		idle.lat_sum += h;
-		idle.lat_count++;
+	idle->full_periods++;
+	if (last && idle->noted_ns > last && idle->lat) {
+		h = idle->noted_ns - last;
+		if (idle->lat_count < IDLE_LATENCY_SAMPLES)
+			idle->lat[idle->lat_count] = h;
+		if (!idle->lat_count || h < idle->lat_min)
+			idle->lat_min = h;
+		if (h > idle->lat_max)
+			idle->lat_max = h;
+		idle->lat_sum += h;
+		idle->lat_count++;
 	}
 	idle_log(now, held ? "tick stopped, lapic tick held" : "tick stopped");
 	/* The timekeeper woke (a tick-only window) after tk_state was read
@@ -179,20 +190,21 @@ static void idle_stop(void)
 	/* seq_cst loads: pair with tk_set_busy()'s store of force_req and
 	 * with the reset RMW in a waking vCPU's sysidle_exit(); a wake-up
 	 * that came after them carries its own (deferred) kick. */
-	if (atomic_load(&idle.force_req) ||
-	    sysidle_state(idle.s) != SYSIDLE_FULL_NOTED)
+	if (atomic_load(&idle->force_req) ||
+	    sysidle_state(idle->s) != SYSIDLE_FULL_NOTED)
 		idle_hk_kick();
 }
 
 static void idle_restart(void)
 {
-	struct vm *vm = idle.vm;
+	struct idle_layer *idle = idle_layer();
+	struct vm *vm = idle->vm;
 	uint64_t now, missed = 0;
 
-	idle.stopped = false;
-	stat_inc(&idle.restarts);
-	idle.hold_deadline = 0;
-	hk_timer_cancel(&idle.hold_backstop);
+	idle->stopped = false;
+	stat_inc(&idle->restarts);
+	idle->hold_deadline = 0;
+	hk_timer_cancel(&idle->hold_backstop);
 	hk_pin();
 	for (unsigned int i = 0; i < vm->ncpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
@@ -200,61 +212,62 @@ static void idle_restart(void)
 		pthread_mutex_lock(&v->lock);
 		/* Halted (or paused) non-timekeepers stay suppressed until
 		 * they run. */
-		if ((int)i == idle.tk ||
+		if ((int)i == idle->tk ||
 		    (v->state != VCPU_HALTED && v->state != VCPU_PAUSED))
 			pvtick_resume(v);
-		if ((int)i == idle.tk) {
+		if ((int)i == idle->tk) {
 			missed = pvtick_of(v)->hz ? pvtick_of(v)->stop_missed :
-				 (now_ns() - idle.stop_ns) / idle.tick_period;
-			idle.tk_hold = false;
+				 (now_ns() - idle->stop_ns) / idle->tick_period;
+			idle->tk_hold = false;
 			lapic_timer_release(&v->lapic.timer);
 		}
 		pthread_mutex_unlock(&v->lock);
 	}
 	now = now_ns();
 	idle_log(now, "tick restarted missed=%" PRIu64, missed);
-	idle_tick_arm(idle.tick_deadline ? idle.tick_deadline : now, now);
+	idle_tick_arm(idle->tick_deadline ? idle->tick_deadline : now, now);
 }
 
 /* Housekeeping thread: one housekeeping tick. */
 static void idle_step(uint64_t now)
 {
+	struct idle_layer *idle = idle_layer();
 	bool is_idle;
 	uint64_t tk, pace;
 
 	/* seq_cst RMW: pairs with the store in tk_set_busy(). */
-	if (atomic_exchange(&idle.force_req, false))
+	if (atomic_exchange(&idle->force_req, false))
 		idle_force_exit();
 	/* seq_cst load: pairs with the timekeeper's stores in idle_halt,
 	 * idle_wake and tk_set_busy. */
-	tk = atomic_load(&idle.tk_state);
+	tk = atomic_load(&idle->tk_state);
 	if (tk_busy(tk, now)) {
 		idle_force_exit();
 		return;
 	}
-	idle.check_start = now;
-	if (idle.vm->ncpus <= SYSIDLE_DEFAULT_SMALL &&
-	    !sysidle_delay_ns(idle.s)) {
-		is_idle = sysidle_poll(idle.s);
-		stat_inc(&idle.scans);
+	idle->check_start = now;
+	if (idle->vm->ncpus <= SYSIDLE_DEFAULT_SMALL &&
+	    !sysidle_delay_ns(idle->s)) {
+		is_idle = sysidle_poll(idle->s);
+		stat_inc(&idle->scans);
 	} else {
-		pace = sysidle_delay_ns(idle.s);
-		if (pace < idle.tick_period)
-			pace = idle.tick_period;
-		if (now - idle.last_scan >= pace) {
-			sysidle_scan(idle.s);
-			idle.last_scan = now;
-			stat_inc(&idle.scans);
+		pace = sysidle_delay_ns(idle->s);
+		if (pace < idle->tick_period)
+			pace = idle->tick_period;
+		if (now - idle->last_scan >= pace) {
+			sysidle_scan(idle->s);
+			idle->last_scan = now;
+			stat_inc(&idle->scans);
 		}
-		idle.check_start = now_ns();
-		is_idle = sysidle_is_idle(idle.s);
+		idle->check_start = now_ns();
+		is_idle = sysidle_is_idle(idle->s);
 	}
 	if (!is_idle)
 		return;
 	/* seq_cst load after sysidle_is_idle's seq_cst cmpxchg: pairs with
 	 * tk_set_busy()'s store of TK_BUSY then load of the state (one of
 	 * the two sides sees the other). */
-	tk = atomic_load(&idle.tk_state);
+	tk = atomic_load(&idle->tk_state);
 	if (tk_busy(tk, now_ns())) {
 		idle_force_exit();
 		return;
@@ -266,11 +279,13 @@ static void idle_step(uint64_t now)
 
 static void idle_tick_fire(struct hk_timer *t, uint64_t deadline_ns)
 {
+	struct idle_layer *idle = idle_layer();
+
 	(void)t;
-	if (deadline_ns != idle.tick_deadline || idle.stopped)
+	if (deadline_ns != idle->tick_deadline || idle->stopped)
 		return; /* stale */
 	idle_step(now_ns());
-	if (!idle.stopped)
+	if (!idle->stopped)
 		idle_tick_arm(deadline_ns, now_ns());
 	idle_flush();
 }
@@ -278,24 +293,27 @@ static void idle_tick_fire(struct hk_timer *t, uint64_t deadline_ns)
 /* Housekeeping thread hooks. */
 static void idle_hk_start(void)
 {
+	struct idle_layer *idle = idle_layer();
 	uint64_t now = now_ns();
 
 	hk_pin();
-	if (!idle.enabled)
+	if (!idle->enabled)
 		return;
-	idle.tick_deadline = now;
+	idle->tick_deadline = now;
 	idle_tick_arm(now, now);
 }
 
 static void idle_hk_kick(void)
 {
-	if (!idle.enabled)
+	struct idle_layer *idle = idle_layer();
+
+	if (!idle->enabled)
 		return;
 	/* seq_cst RMW: pairs with the store in tk_set_busy() /
 	 * idle_external_kick(), made before their kick. */
-	if (atomic_exchange(&idle.force_req, false))
+	if (atomic_exchange(&idle->force_req, false))
 		idle_force_exit();
-	if (idle.stopped && sysidle_state(idle.s) != SYSIDLE_FULL_NOTED)
+	if (idle->stopped && sysidle_state(idle->s) != SYSIDLE_FULL_NOTED)
 		idle_restart();
 	idle_flush();
 }
@@ -310,19 +328,20 @@ static void idle_hk_kick(void)
  */
 static void idle_hold_fire(struct hk_timer *t, uint64_t deadline_ns)
 {
-	struct vcpu *v = &idle.vm->vcpus[idle.tk];
+	struct idle_layer *idle = idle_layer();
+	struct vcpu *v = &idle->vm->vcpus[idle->tk];
 
 	(void)t;
-	if (!idle.stopped || deadline_ns != idle.hold_deadline)
+	if (!idle->stopped || deadline_ns != idle->hold_deadline)
 		return; /* stale */
 	pthread_mutex_lock(&v->lock);
-	if (idle.tk_hold) {
+	if (idle->tk_hold) {
 		lapic_timer_release(&v->lapic.timer);
-		stat_inc(&idle.hold_releases);
+		stat_inc(&idle->hold_releases);
 	}
 	pthread_mutex_unlock(&v->lock);
-	idle.hold_deadline = deadline_ns + idle.max_hold_ns;
-	hk_timer_arm(&idle.hold_backstop, idle.hold_deadline);
+	idle->hold_deadline = deadline_ns + idle->max_hold_ns;
+	hk_timer_arm(&idle->hold_backstop, idle->hold_deadline);
 }
 
 /* The backstop of a deferred kick (idle_kick_deferred): the same work. */
@@ -352,11 +371,12 @@ static void idle_kick_backstop_fire(struct hk_timer *t, uint64_t deadline_ns)
  */
 void idle_kick_deferred(struct vcpu *v)
 {
+	struct idle_layer *idle = idle_layer();
 	uint64_t now = now_ns();
 
 	idle_vcpu(v)->kick_due_ns = now + IDLE_KICK_DEFER_NS;
 	if (!pvtick_of(v)->hz)
-		hk_timer_arm(&idle.kick_backstop, now + IDLE_KICK_BACKSTOP_NS);
+		hk_timer_arm(&idle->kick_backstop, now + IDLE_KICK_BACKSTOP_NS);
 }
 
 /*
@@ -369,6 +389,7 @@ void idle_kick_deferred(struct vcpu *v)
  */
 void idle_kick_due(struct vcpu *v, bool halting)
 {
+	struct idle_layer *idle = idle_layer();
 	struct idle_vcpu *iv = idle_vcpu(v);
 	uint64_t now;
 
@@ -385,7 +406,7 @@ void idle_kick_due(struct vcpu *v, bool halting)
 		if (!halting)
 			return;
 		if (pvtick_of(v)->hz)
-			hk_timer_arm(&idle.kick_backstop, iv->kick_due_ns);
+			hk_timer_arm(&idle->kick_backstop, iv->kick_due_ns);
 	} else {
 		housekeeping_kick();
 	}
@@ -394,10 +415,12 @@ void idle_kick_due(struct vcpu *v, bool halting)
 
 void idle_external_kick(void)
 {
-	if (!idle.enabled)
+	struct idle_layer *idle = idle_layer();
+
+	if (!idle->enabled)
 		return;
 	/* seq_cst store: pairs with the exchange in idle_hk_kick. */
-	atomic_store(&idle.force_req, true);
+	atomic_store(&idle->force_req, true);
 	housekeeping_kick();
 }
 
@@ -408,11 +431,12 @@ void idle_external_kick(void)
  * restarts, is what wakes (and resumes, when paused) the VM. */
 void idle_kick_timekeeper(void)
 {
+	struct idle_layer *idle = idle_layer();
 	struct vcpu *t;
 
-	if (!idle.enabled)
+	if (!idle->enabled)
 		return;
-	t = &idle.vm->vcpus[idle.tk];
+	t = &idle->vm->vcpus[idle->tk];
 	pthread_mutex_lock(&t->lock);
 	pvtick_deliver_now(t);
 	pthread_mutex_unlock(&t->lock);
@@ -423,11 +447,13 @@ void idle_kick_timekeeper(void)
  * they pin it, --housekeeping-cpu) and, with --sysidle, its timers. */
 void idle_tick_setup(void)
 {
+	struct idle_layer *idle = idle_layer();
+
 	housekeeping_set_hooks(idle_hk_start, idle_hk_kick);
-	if (!idle.enabled)
+	if (!idle->enabled)
 		return;
-	hk_timer_init(&idle.tick, idle_tick_fire);
-	hk_timer_init(&idle.kick_backstop, idle_kick_backstop_fire);
-	hk_timer_init(&idle.hold_backstop, idle_hold_fire);
-	idle.tick_period = HK_TICK_DEFAULT_NS;
+	hk_timer_init(&idle->tick, idle_tick_fire);
+	hk_timer_init(&idle->kick_backstop, idle_kick_backstop_fire);
+	hk_timer_init(&idle->hold_backstop, idle_hold_fire);
+	idle->tick_period = HK_TICK_DEFAULT_NS;
 }

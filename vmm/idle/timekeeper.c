@@ -21,15 +21,23 @@
  * the state was above SHORT), or (b) the housekeeping tick finds the
  * timekeeper busy or its window older than a period.
  */
+#include <linux/kvm.h>
+
+#include <sysidle/guest_abi.h>
+
 #include "base/housekeeping.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 bool tk_busy(uint64_t tk, uint64_t now)
 {
+	struct idle_layer *idle = idle_layer();
+
 	/* relaxed: the period is a setting; tk_state carries the order. */
-	uint64_t p = atomic_load_explicit(&idle.tk_period,
+	uint64_t p = atomic_load_explicit(&idle->tk_period,
 					  memory_order_relaxed);
 
 	return tk == TK_BUSY || (tk > TK_BUSY && now > tk && now - tk > p);
@@ -39,14 +47,16 @@ bool tk_busy(uint64_t tk, uint64_t now)
  * the housekeeping thread must be kicked to force the exit. */
 bool tk_set_busy(void)
 {
+	struct idle_layer *idle = idle_layer();
+
 	/* seq_cst store then seq_cst load of the state (sysidle_state):
 	 * pairs with idle_step()'s cmpxchg (in sysidle_is_idle) then load
 	 * of tk_state. */
-	atomic_store(&idle.tk_state, TK_BUSY);
-	if (sysidle_state(idle.s) <= SYSIDLE_SHORT)
+	atomic_store(&idle->tk_state, TK_BUSY);
+	if (sysidle_state(idle->s) <= SYSIDLE_SHORT)
 		return false; /* nothing to reset; the next tick sees BUSY */
 	/* seq_cst store: pairs with the exchange in idle_hk_kick/idle_step. */
-	atomic_store(&idle.force_req, true);
+	atomic_store(&idle->force_req, true);
 	return true;
 }
 
@@ -83,11 +93,12 @@ bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period)
  */
 bool tk_tick_holdable(const struct vcpu *v)
 {
+	struct idle_layer *idle = idle_layer();
 	uint8_t vector;
 	uint64_t period;
 
-	return idle.vm->cfg &&
-	       idle.vm->cfg->lapic_tick_policy != LAPIC_TICK_HONOUR &&
+	return idle->vm->cfg &&
+	       idle->vm->cfg->lapic_tick_policy != LAPIC_TICK_HONOUR &&
 	       !pvtick_of(v)->hz && tk_tick(v, &vector, &period);
 }
 
@@ -95,11 +106,13 @@ bool tk_tick_holdable(const struct vcpu *v)
  * period of a tick-only window: still idle since before. */
 void tk_halt(struct vcpu *v, bool plain, uint64_t now)
 {
+	struct idle_layer *idle = idle_layer();
+
 	/* relaxed: written by this thread (tk_wake), like tk_state. */
-	uint64_t period = atomic_load_explicit(&idle.tk_period,
+	uint64_t period = atomic_load_explicit(&idle->tk_period,
 					       memory_order_relaxed);
 	/* relaxed: only this thread writes tk_state. */
-	uint64_t tk = atomic_load_explicit(&idle.tk_state,
+	uint64_t tk = atomic_load_explicit(&idle->tk_state,
 					   memory_order_relaxed);
 
 	if (tk > TK_BUSY && !plain && now - tk > period && tk_set_busy())
@@ -110,10 +123,10 @@ void tk_halt(struct vcpu *v, bool plain, uint64_t now)
 		atomic_store_explicit(&idle_vcpu(v)->halted_at_ns, now,
 				      memory_order_relaxed);
 	/* seq_cst store: pairs with idle_step()'s loads. */
-	atomic_store(&idle.tk_state, TK_HALTED);
+	atomic_store(&idle->tk_state, TK_HALTED);
 	/* Still fully idle after a release (the max-hold backstop, or a
 	 * catch-up that owed ticks): hold the tick again. */
-	if (idle.tk_hold)
+	if (idle->tk_hold)
 		lapic_timer_hold(&v->lapic.timer);
 }
 
@@ -121,6 +134,7 @@ void tk_halt(struct vcpu *v, bool plain, uint64_t now)
  * the housekeeping thread must be kicked. */
 bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
 {
+	struct idle_layer *idle = idle_layer();
 	uint8_t vector = 0;
 	uint64_t period = 0;
 	bool kick;
@@ -128,16 +142,16 @@ bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
 			 !v->nmi_pending && !v->init_pending &&
 			 lapic_irr_only(&v->lapic, vector);
 
-	sysidle_exit(idle.s, v->id); /* never changes the state */
+	sysidle_exit(idle->s, v->id); /* never changes the state */
 	if (tick_only) {
-		idle.tk_vector = vector; /* this thread only (tk_inject) */
+		idle->tk_vector = vector; /* this thread only (tk_inject) */
 		/* a re-armed tick: its handler's re-arm is the tick's own */
-		idle.tk_rearm = !pvtick_of(v)->hz && !lapic_timer_periodic(&v->lapic.timer);
+		idle->tk_rearm = !pvtick_of(v)->hz && !lapic_timer_periodic(&v->lapic.timer);
 		/* relaxed: a setting read by tk_busy(). */
-		atomic_store_explicit(&idle.tk_period, period,
+		atomic_store_explicit(&idle->tk_period, period,
 				      memory_order_relaxed);
 		/* seq_cst store: pairs with idle_step()'s loads. */
-		atomic_store(&idle.tk_state, now > TK_BUSY ? now : 2);
+		atomic_store(&idle->tk_state, now > TK_BUSY ? now : 2);
 		return false;
 	}
 	kick = tk_set_busy();
@@ -149,14 +163,15 @@ bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
  * window only the tick's own exits are allowed, within a period. */
 void tk_exit(struct vcpu *v)
 {
+	struct idle_layer *idle = idle_layer();
 	struct kvm_run *r = v->run;
 	uint64_t tk;
 	bool ok;
 
-	if ((int)v->id != idle.tk)
+	if ((int)v->id != idle->tk)
 		return;
 	/* relaxed: only this thread writes tk_state. */
-	tk = atomic_load_explicit(&idle.tk_state, memory_order_relaxed);
+	tk = atomic_load_explicit(&idle->tk_state, memory_order_relaxed);
 	if (tk <= TK_BUSY)
 		return;
 	switch (r->exit_reason) {
@@ -170,7 +185,7 @@ void tk_exit(struct vcpu *v)
 		break;
 	case KVM_EXIT_X86_WRMSR:
 		ok = r->msr.index == APIC_X2APIC_MSR(APIC_REG_EOI) ||
-		     (idle.tk_rearm &&
+		     (idle->tk_rearm &&
 		      (r->msr.index == MSR_IA32_TSC_DEADLINE ||
 		       r->msr.index == APIC_X2APIC_MSR(APIC_REG_TIMER_ICR)));
 		break;
@@ -180,7 +195,7 @@ void tk_exit(struct vcpu *v)
 		     lapic_mmio_claims(&v->lapic, r->mmio.phys_addr) &&
 		     ((r->mmio.phys_addr & (APIC_PAGE_SIZE - 1)) ==
 			      APIC_REG_EOI ||
-		      (idle.tk_rearm &&
+		      (idle->tk_rearm &&
 		       (r->mmio.phys_addr & (APIC_PAGE_SIZE - 1)) ==
 			       APIC_REG_TIMER_ICR));
 		break;
@@ -188,7 +203,7 @@ void tk_exit(struct vcpu *v)
 		ok = false;
 	}
 	/* relaxed: written by this thread (tk_wake). */
-	if (ok && now_ns() - tk > atomic_load_explicit(&idle.tk_period,
+	if (ok && now_ns() - tk > atomic_load_explicit(&idle->tk_period,
 						       memory_order_relaxed))
 		ok = false; /* its window outlived a period: more than a tick */
 	if (!ok && tk_set_busy())
@@ -204,13 +219,15 @@ void tk_exit(struct vcpu *v)
  */
 void tk_inject(struct vcpu *v, int vector)
 {
+	struct idle_layer *idle = idle_layer();
+
 	/* relaxed: only this thread writes tk_state. */
-	uint64_t tk = atomic_load_explicit(&idle.tk_state,
+	uint64_t tk = atomic_load_explicit(&idle->tk_state,
 					   memory_order_relaxed), later;
 
-	if ((int)v->id != idle.tk || tk <= TK_BUSY)
+	if ((int)v->id != idle->tk || tk <= TK_BUSY)
 		return;
-	if (vector != idle.tk_vector) {
+	if (vector != idle->tk_vector) {
 		if (tk_set_busy())
 			housekeeping_kick();
 		return;
@@ -220,5 +237,5 @@ void tk_inject(struct vcpu *v, int vector)
 	later = tk + lapic_timer_tick_period(&v->lapic.timer) /
 		     LAPIC_CATCHUP_FACTOR;
 	/* seq_cst store: pairs with idle_step()'s loads, as in tk_wake. */
-	atomic_store(&idle.tk_state, later < now_ns() ? later : now_ns());
+	atomic_store(&idle->tk_state, later < now_ns() ? later : now_ns());
 }

@@ -13,12 +13,16 @@
  * wake-ups go through its own rule (timekeeper.c).
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "base/event.h"
 #include "base/time.h"
 #include "idle/internal.h"
 #include "idle/pvtick.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 /*
  * Housekeeping thread, inside a scan (to FULL) or sysidle_is_idle (to
@@ -31,11 +35,13 @@
  */
 static void idle_check_violation(enum sysidle_state to, uint64_t now)
 {
-	for (unsigned int i = 0; i < idle.vm->ncpus; i++) {
-		struct idle_vcpu *iv = &idle.vcpus[i];
+	struct idle_layer *idle = idle_layer();
+
+	for (unsigned int i = 0; i < idle->vm->ncpus; i++) {
+		struct idle_vcpu *iv = &idle->vcpus[i];
 		uint64_t woke;
 
-		if ((int)i == idle.tk)
+		if ((int)i == idle->tk)
 			continue;
 		/* seq_cst load: pairs with the vCPU's idle_seq increments in
 		 * idle_halt / idle_wake; an odd value makes woke_ns (stored
@@ -45,8 +51,8 @@ static void idle_check_violation(enum sysidle_state to, uint64_t now)
 		/* seq_cst load: pairs with the store in idle_wake, before
 		 * the increment read above. */
 		woke = atomic_load(&iv->woke_ns);
-		if (woke < idle.check_start) {
-			stat_inc(&idle.violations);
+		if (woke < idle->check_start) {
+			stat_inc(&idle->violations);
 			idle_log_locked(now, "VIOLATION state %s while vcpu %u "
 					"running", sysidle_state_name(to), i);
 		}
@@ -57,6 +63,8 @@ static void idle_check_violation(enum sysidle_state to, uint64_t now)
 static void idle_emit_locked(enum sysidle_state from, enum sysidle_state to,
 			     int cpu, uint64_t now, uint64_t full_idle_ns)
 {
+	struct idle_layer *idle = idle_layer();
+
 	event_post(&(struct vm_event){
 		.kind = VM_EV_STATE, .from = from, .to = to, .cpu = cpu,
 		.mono_ns = now,
@@ -69,9 +77,9 @@ static void idle_emit_locked(enum sysidle_state from, enum sysidle_state to,
 	else if (cpu >= 0)
 		idle_log_locked(now, "state %s -> NOT vcpu %d",
 				sysidle_state_name(from), cpu);
-	else if (idle.in_force)
+	else if (idle->in_force)
 		idle_log_locked(now, "state %s -> NOT vcpu %d force-exit",
-				sysidle_state_name(from), idle.tk);
+				sysidle_state_name(from), idle->tk);
 	else
 		idle_log_locked(now, "state %s -> NOT scan",
 				sysidle_state_name(from));
@@ -79,11 +87,13 @@ static void idle_emit_locked(enum sysidle_state from, enum sysidle_state to,
 
 void idle_emit_pending_locked(void)
 {
-	if (!idle.pend.valid)
+	struct idle_layer *idle = idle_layer();
+
+	if (!idle->pend.valid)
 		return;
-	idle.pend.valid = false;
-	idle_emit_locked(idle.pend.from, SYSIDLE_NOT, idle.pend.cpu,
-			 idle.pend.now, idle.pend.full_idle_ns);
+	idle->pend.valid = false;
+	idle_emit_locked(idle->pend.from, SYSIDLE_NOT, idle->pend.cpu,
+			 idle->pend.now, idle->pend.full_idle_ns);
 }
 
 /* on_transition: any thread; see sysidle_transition_fn. Lock order:
@@ -95,51 +105,53 @@ void idle_emit_pending_locked(void)
 void idle_transition(void *arg, enum sysidle_state from,
 		     enum sysidle_state to, int cpu, uint64_t now)
 {
+	struct idle_layer *idle = idle_layer();
 	uint64_t full_idle_ns;
 
 	(void)arg;
-	pthread_mutex_lock(&idle.lock);
+	pthread_mutex_lock(&idle->lock);
 	idle_emit_pending_locked(); /* events keep the order of the changes */
 	if (to == SYSIDLE_FULL || to == SYSIDLE_FULL_NOTED)
 		idle_check_violation(to, now);
 	if (to == SYSIDLE_FULL_NOTED) {
-		idle.noted_ns = now;
-		idle.full_periods_seen++;
+		idle->noted_ns = now;
+		idle->full_periods_seen++;
 	}
 	/* Changes made by different threads can reach here out of order:
 	 * time is charged to the state this code last saw. */
-	if (now > idle.since) {
-		idle.state_ns[idle.cur] += now - idle.since;
-		idle.since = now;
+	if (now > idle->since) {
+		idle->state_ns[idle->cur] += now - idle->since;
+		idle->since = now;
 	}
-	full_idle_ns = from == SYSIDLE_FULL_NOTED && now > idle.noted_ns ?
-		       now - idle.noted_ns : 0;
-	/* Posted under idle.lock, so events keep the order of the changes;
+	full_idle_ns = from == SYSIDLE_FULL_NOTED && now > idle->noted_ns ?
+		       now - idle->noted_ns : 0;
+	/* Posted under idle->lock, so events keep the order of the changes;
 	 * the readers are woken later, off the wake path (idle_flush). */
 	if (cpu >= 0 && to == SYSIDLE_NOT) {
-		idle.pend.valid = true;
-		idle.pend.from = from;
-		idle.pend.cpu = cpu;
-		idle.pend.now = now;
-		idle.pend.full_idle_ns = full_idle_ns;
+		idle->pend.valid = true;
+		idle->pend.from = from;
+		idle->pend.cpu = cpu;
+		idle->pend.now = now;
+		idle->pend.full_idle_ns = full_idle_ns;
 	} else {
 		idle_emit_locked(from, to, cpu, now, full_idle_ns);
 	}
-	idle.changed_ns = now;
-	idle.cur = to;
-	if (cpu < 0 && idle.in_force)
-		stat_inc(&idle.force_exits);
-	pthread_mutex_unlock(&idle.lock);
+	idle->changed_ns = now;
+	idle->cur = to;
+	if (cpu < 0 && idle->in_force)
+		stat_inc(&idle->force_exits);
+	pthread_mutex_unlock(&idle->lock);
 }
 
 /* vCPU thread, lock held: HLT with nothing pending (or WAIT_SIPI or a
  * pause, @plain) begins. */
 static void idle_halt(struct vcpu *v, bool plain)
 {
+	struct idle_layer *idle = idle_layer();
 	struct idle_vcpu *iv = idle_vcpu(v);
 	uint64_t now = now_ns();
 
-	if ((int)v->id == idle.tk)
+	if ((int)v->id == idle->tk)
 		tk_halt(v, plain, now);
 	else
 		/* relaxed: a statistic (detection latency). */
@@ -148,20 +160,21 @@ static void idle_halt(struct vcpu *v, bool plain)
 	/* seq_cst RMW, even: halted for idle_check_violation() before the
 	 * library may see it idle (pairs with its load of idle_seq). */
 	atomic_fetch_add(&iv->idle_seq, 1);
-	sysidle_enter(idle.s, v->id);
+	sysidle_enter(idle->s, v->id);
 }
 
 /* vCPU thread, lock held: ... and ends. Returns true when the housekeeping
  * thread must be kicked (deferred: idle_kick_deferred). */
 static bool idle_wake(struct vcpu *v, bool plain)
 {
+	struct idle_layer *idle = idle_layer();
 	struct idle_vcpu *iv = idle_vcpu(v);
 	bool kick;
 
-	if ((int)v->id == idle.tk) {
+	if ((int)v->id == idle->tk) {
 		kick = tk_wake(v, plain, now_ns());
 	} else {
-		kick = sysidle_exit(idle.s, v->id);
+		kick = sysidle_exit(idle->s, v->id);
 		iv->tick_unarmed |= pvtick_resume_unarmed(v);
 	}
 	/* seq_cst store, then the seq_cst RMW to odd: pairs with the loads
@@ -175,7 +188,9 @@ static bool idle_wake(struct vcpu *v, bool plain)
  * vCPU is idle for --sysidle, as a halted one. */
 bool idle_suppress_tick(const struct vcpu *v)
 {
-	return idle.enabled && (int)v->id != idle.tk &&
+	struct idle_layer *idle = idle_layer();
+
+	return idle->enabled && (int)v->id != idle->tk &&
 	       (v->state == VCPU_HALTED || v->state == VCPU_PAUSED);
 }
 
@@ -185,8 +200,10 @@ bool idle_suppress_tick(const struct vcpu *v)
  * stop. */
 static bool idle_may_poll(struct vcpu *v)
 {
+	struct idle_layer *idle = idle_layer();
+
 	(void)v;
-	return sysidle_state(idle.s) == SYSIDLE_NOT;
+	return sysidle_state(idle->s) == SYSIDLE_NOT;
 }
 
 /* Lock held: a woken vCPU whose pv tick is still to be armed, or whose
@@ -200,7 +217,7 @@ static bool idle_exit_wanted(struct vcpu *v)
 	return iv->tick_unarmed || iv->kick_due_ns;
 }
 
-const struct vcpu_idle_ops idle_vcpu_ops = {
+static const struct vcpu_idle_ops ops = {
 	.halt = idle_halt,
 	.wake = idle_wake,
 	.kick_deferred = idle_kick_deferred,
@@ -210,3 +227,8 @@ const struct vcpu_idle_ops idle_vcpu_ops = {
 	.may_poll = idle_may_poll,
 	.exit_wanted = idle_exit_wanted,
 };
+
+const struct vcpu_idle_ops *idle_vcpu_ops(void)
+{
+	return &ops;
+}

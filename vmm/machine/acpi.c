@@ -7,6 +7,9 @@
  */
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
 #include "machine/acpi.h"
 #include "machine/devices/intel_iommu.h"
 #include "machine/vm.h"

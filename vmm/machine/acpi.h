@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "machine/vm.h"
+struct vm;
 
 /* The tables: the BIOS read-only area, reserved in the memory map. The
  * RSDP is its first 16-byte paragraph, the FACS the first 64-byte block

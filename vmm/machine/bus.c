@@ -3,7 +3,9 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "machine/vm.h"
+#include "base/error.h"
+#include "machine/bus.h"
+#include "machine/vcpu.h"
 
 #define BUS_MAX_REGIONS 32
 

@@ -11,8 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "machine/vm.h"
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "machine/cpuid.h"
 #include "machine/kvm_sys.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 #define CPUID_MAX_ENTRIES 256
 

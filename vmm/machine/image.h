@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "machine/vm.h"
+struct vm;
 
 #define IMAGE_CHUNK (16u << 20) /* bytes read between two stop checks */
 

@@ -4,7 +4,10 @@
  * vCPUs it names. Delivery posts the event under the target's lock and
  * kicks it: a halted target wakes, a target in KVM_RUN exits.
  */
+#include <pthread.h>
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 /* Caller holds t->lock. */

@@ -7,8 +7,12 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include "machine/vm.h"
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
 #include "machine/kvm_sys.h"
+#include "machine/kvm_vm.h"
+#include "machine/vm.h"
 
 #define GIB (1ull << 30)
 #define HIGH_RAM_BASE (4 * GIB)

@@ -13,9 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
 #include "base/signals.h"
 #include "machine/acpi.h"
 #include "machine/image.h"
+#include "machine/loader.h"
 #include "machine/vm.h"
 
 #define PAGE_ALIGN(x) (((x) + 0xfffull) & ~0xfffull)

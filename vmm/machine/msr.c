@@ -11,8 +11,13 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "machine/vm.h"
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
 #include "machine/kvm_sys.h"
+#include "machine/msr.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 #define MSR_LOGGED_MAX VMM_WARN_BURST
 #define MSR_MAX_RANGES 8

@@ -9,8 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
 #include "machine/acpi.h"
 #include "machine/image.h"
+#include "machine/vm.h"
 
 /* The Multiboot header's flags. Bits 0-15 are requirements: a loader
  * that does not meet one must refuse the kernel. Bits 16-31 are optional

@@ -21,10 +21,14 @@
  * readers in the order they happened). No vCPU lock is ever taken under
  * pause.lock.
  */
+#include <pthread.h>
 #include <stdio.h>
 
+#include "base/error.h"
 #include "base/event.h"
+#include "base/time.h"
 #include "machine/pause.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define REASON_NONE (-1)

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "machine/vm.h"
+struct vm;
 
 /* A resume's reason, as the watch events and the counters name it. */
 enum pause_reason {

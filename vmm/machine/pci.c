@@ -11,8 +11,12 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "base/error.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
 #include "machine/pci.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define PCI_MAX_DEVS 32

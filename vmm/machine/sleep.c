@@ -6,11 +6,14 @@
  * as firmware would jump there (ACPI 6.x, 7.4.2 and 16.3), the others
  * wait for the OS's SIPI.
  */
+#include <pthread.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "machine/acpi.h"
 #include "machine/devices/devices.h"
 #include "machine/pause.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 /* See acpi.h. The local APICs also leave x2APIC mode (a platform reset,

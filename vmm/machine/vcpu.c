@@ -16,21 +16,36 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "base/error.h"
 #include "base/housekeeping.h"
 #include "base/sched.h"
-#include "machine/pause.h"
-#include "machine/vcpu_loop.h"
+#include "base/time.h"
+#include "machine/bus.h"
+#include "machine/irq.h"
 #include "machine/kvm_sys.h"
+#include "machine/msr.h"
+#include "machine/pause.h"
+#include "machine/vcpu.h"
+#include "machine/vcpu_loop.h"
+#include "machine/vm.h"
 
 #define SIG_VCPU_KICK SIGUSR1 /* SIGUSR2 is the outside world's (main.c) */
 #define VCPU_STACK_SIZE (256u << 10)
 
-__thread struct vcpu *vcpu_self;
+/* The vCPU whose thread this is: set as the thread starts (vcpu_thread),
+ * read through vcpu_current(). */
+static __thread struct vcpu *vcpu_self;
+
+struct vcpu *vcpu_current(void)
+{
+	return vcpu_self;
+}
 
 /* The kick's signal only has to interrupt KVM_RUN: the kicker has set
  * immediate_exit itself (see vcpu_kick_run), so the handler does nothing.

@@ -20,11 +20,16 @@
  * moved by another thread) is checked by tests/model/halt_wait.pml.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <time.h>
 
+#include "base/error.h"
+#include "base/time.h"
 #include "machine/halt_rules.h"
 #include "machine/pause.h"
 #include "machine/vcpu_loop.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 #define HALT_POLL_PREEMPTED_NS 20000ull /* a gap that is not the loop's */
 

@@ -4,7 +4,7 @@
 #ifndef VMM_MACHINE_VCPU_LOOP_H
 #define VMM_MACHINE_VCPU_LOOP_H
 
-#include "machine/vm.h"
+#include "machine/vcpu.h"
 
 /* vcpu.c, lock held: an event that ends HLT is pending (the LAPIC timer's
  * pending expiry taken into the IRR first). */

@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* Creating vCPUs and setting their registers: multiboot entry, SIPI. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "machine/vm.h"
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "base/time.h"
+#include "machine/cpuid.h"
 #include "machine/kvm_sys.h"
+#include "machine/vcpu.h"
 #include "machine/vcpu_loop.h"
+#include "machine/vm.h"
 
 static void seg_flat(struct kvm_segment *s, uint16_t sel, uint8_t type)
 {
@@ -92,7 +99,7 @@ int vcpu_set_sipi_state(struct vcpu *v, uint8_t vector)
 	return vcpu_set_real_state(v, (uint16_t)(vector << 8), 0);
 }
 
-/* See vm.h; the FACS waking vectors' entry states (ACPI 6.x, 5.2.10).
+/* See vcpu.h; the FACS waking vectors' entry states (ACPI 6.x, 5.2.10).
  * Caller: @v's thread. */
 int vcpu_set_resume_state(struct vcpu *v, uint32_t addr, bool protected)
 {

@@ -15,7 +15,9 @@
 #include "base/housekeeping.h"
 #include "base/time.h"
 #include "machine/pause.h"
+#include "machine/vcpu.h"
 #include "machine/vcpu_loop.h"
+#include "machine/vm.h"
 
 #define TIMER_SELF_SLACK_NS 2000ull /* spun rather than handed over */
 
@@ -37,7 +39,7 @@ uint64_t vcpu_timer_keep_ns(const struct vcpu *v)
  * moved it wakes the wait, which reads it again. */
 static void timer_self_moved(struct vcpu *v)
 {
-	if (vcpu_self == v)
+	if (vcpu_current() == v)
 		return;
 	/* release: pairs with the acquire loads of a polling HLT
 	 * (vcpu_halt.c spin_until), after the deadline was written */
@@ -58,7 +60,7 @@ static void timer_arm(struct lapic_timer *t, uint64_t deadline_ns, bool quiet)
 	struct vcpu *v = timer_vcpu(t);
 	uint64_t keep;
 
-	if (!quiet && !v->timer_self && vcpu_self == v &&
+	if (!quiet && !v->timer_self && vcpu_current() == v &&
 	    (keep = vcpu_timer_keep_ns(v)) && deadline_ns <= now_ns() + keep)
 		v->timer_self = true;
 	if (v->timer_self)

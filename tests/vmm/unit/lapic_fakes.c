@@ -6,10 +6,15 @@
  * KVM's APIC base, the housekeeping timers, the clock, guest memory (a
  * buffer of FAKE_RAM_SIZE bytes at guest physical 0).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/time.h"
 #include "lapic_fakes.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 uint8_t fake_ram[FAKE_RAM_SIZE];
 
@@ -64,7 +69,11 @@ void hk_timer_cancel(struct hk_timer *t)
 }
 void hk_timer_cancel_quiet(struct hk_timer *t) { hk_timer_cancel(t); }
 
-__thread struct vcpu *vcpu_self; /* vcpu.c's: the vCPU of this thread */
+struct vcpu *fake_vcpu_self; /* vcpu_current(): the vCPU "this thread" runs */
+struct vcpu *vcpu_current(void)
+{
+	return fake_vcpu_self;
+}
 
 struct vcpu *fake_vcpu_new(struct vm *vm, struct machine_config *cfg,
 			   uint32_t id)
@@ -82,7 +91,7 @@ struct vcpu *fake_vcpu_new(struct vm *vm, struct machine_config *cfg,
 	pthread_cond_init(&v->wake, NULL);
 	v->vm = vm;
 	v->id = id;
-	vcpu_self = NULL;
+	fake_vcpu_self = NULL;
 	fake_now = 1000000;
 	sends = 0;
 	kvm_apic_base = 0;

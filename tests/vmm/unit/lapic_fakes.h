@@ -3,6 +3,8 @@
 #ifndef TESTS_VMM_UNIT_LAPIC_FAKES_H
 #define TESTS_VMM_UNIT_LAPIC_FAKES_H
 
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vcpu_loop.h"
 #include "machine/vm.h"
 
@@ -14,6 +16,7 @@ extern struct irq_msg last_msg;    /* ... and the last one's message */
 extern uint64_t kvm_apic_base;     /* vcpu_set_kvm_apic_base() */
 extern hk_fire_fn timer_fire;      /* hk_timer_init()'s callback */
 extern uint64_t timer_armed;       /* the deadline armed, 0: none */
+extern struct vcpu *fake_vcpu_self; /* vcpu_current() */
 extern uint8_t fake_ram[FAKE_RAM_SIZE]; /* guest_ptr() */
 
 /* Every fake back to its start, @vm and @cfg zeroed and joined (one vCPU,

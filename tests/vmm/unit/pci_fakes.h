@@ -9,7 +9,9 @@
 
 #include <string.h>
 
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
 #include "machine/pci.h"
 #include "machine/vm.h"
 

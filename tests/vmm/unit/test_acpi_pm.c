@@ -5,9 +5,13 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "base/error.h"
+#include "base/time.h"
 #include "machine/acpi.h"
+#include "machine/bus.h"
 #include "machine/devices/acpi_pm.h"
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
 #include "machine/vm.h"
 
 /* What acpi_pm.c calls outside its file. */

@@ -4,8 +4,12 @@
 #include <check.h>
 #include <string.h>
 
+#include "machine/bus.h"
 #include "machine/devices/intel_iommu.h"
+#include "machine/irq.h"
 #include "machine/pci.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 #define RAM_SIZE 0x40000u
 #define ROOT 0x1000u

@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #include "lapic_fakes.h"
@@ -396,7 +399,7 @@ END_TEST
 START_TEST(self_timer_near_deadline_kept)
 {
 	cfg.timers_on_housekeeping = false; /* --vcpu-timers self */
-	vcpu_self = v;
+	fake_vcpu_self = v;
 	timer_setup(APIC_LVT_TIMER_ONESHOT, 1);
 	ck_assert(v->timer_self);
 	ck_assert_uint_eq(timer_armed, 0);

@@ -11,7 +11,11 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include <sysidle/guest_abi.h>
+
 #include "lapic_fakes.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 #define FLAG_GPA 0x100u
 #define VEC 0x41

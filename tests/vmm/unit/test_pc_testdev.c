@@ -6,7 +6,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
 #include "machine/vm.h"
 
 /* What pc_testdev.c calls outside its file. */

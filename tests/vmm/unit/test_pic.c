@@ -3,8 +3,10 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/pic.h"
+#include "machine/irq.h"
 #include "machine/vm.h"
 
 /* What pic.c calls outside its file. */

@@ -5,9 +5,11 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "base/time.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/rtc.h"
-#include "machine/vm.h"
+#include "machine/irq.h"
 
 #define SEC 1000000000ull
 /* 2026-12-04 13:45:59 UTC, a Friday */

@@ -5,12 +5,17 @@
  * PM timer at 3.579545 MHz, read from the host's monotonic clock. The SCI
  * is IRQ 9. A sleep request (SLP_EN) enters S3 or powers off.
  */
+#include <pthread.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "base/time.h"
 #include "machine/acpi.h"
+#include "machine/bus.h"
 #include "machine/devices/acpi_pm.h"
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define PM1_STS_W1C (PM1_GBL | PM1_PWRBTN | PM1_SLPBTN | PM1_RTC | PM1_STS_WAK)

@@ -2,7 +2,12 @@
 /* isa-debug-exit: a write of V to port 0xf4 ends the VM with status V. */
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 static void debug_exit_io(struct vcpu *v, uint64_t off, uint8_t *data,

@@ -11,9 +11,11 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/edu.h"
 #include "machine/pci.h"
+#include "machine/vm.h"
 
 #define EDU_ID 0x010000edu       /* version 1.0, 0xed */
 #define EDU_STATUS_COMPUTING 0x01

@@ -4,10 +4,15 @@
  * byte reads from 0x511. Signature, ID, RAM size, CPU count, and a file
  * directory (key 0x19) naming the files at keys 0x20 and up.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define FW_CFG_FILE_FIRST 0x20

@@ -12,9 +12,13 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/intel_iommu.h"
+#include "machine/irq.h"
 #include "machine/pci.h"
+#include "machine/vcpu.h"
+#include "machine/vm.h"
 
 #define VTD_VERSION 0x10 /* 1.0 */
 #define VTD_FRCD_UNITS (VTD_FRCD / 16)

@@ -6,7 +6,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "machine/vm.h"
+#include "machine/irq.h"
+
+struct vm;
 
 #define VTD_BASE 0xfed90000u
 #define VTD_SIZE 0x1000u

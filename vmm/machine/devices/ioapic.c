@@ -3,9 +3,15 @@
  * IOAPIC at 0xfec00000: IOREGSEL/IOWIN, 24 redirection entries, edge and
  * level pins (remote IRR, cleared by the local APIC's EOI broadcast).
  */
+#include <pthread.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define IOAPIC_PINS 24

@@ -5,9 +5,14 @@
  * of its own (lapic_timer.c): its registers' accesses are passed to it,
  * and its expiries are taken from it into the IRR (lapic_take_timer).
  */
+#include <pthread.h>
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define APIC_BASE_ADDR_MASK (~(uint64_t)(APIC_PAGE_SIZE - 1))

@@ -18,6 +18,11 @@
  * is out of guest mode (KVM_RUN not running); the guest clears it with one
  * instruction on the vCPU itself. Nobody else writes it: no atomics.
  */
+#include <pthread.h>
+
+#include <sysidle/guest_abi.h>
+
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 void lapic_pv_eoi_reset(struct lapic *l)

@@ -2,7 +2,11 @@
 /* PIT, port 0x61 and the 0x80 delay port: accepted and ignored. */
 #include <string.h>
 
+#include <sysidle/guest_abi.h>
+
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 static void legacy_io(struct vcpu *v, uint64_t off, uint8_t *data,

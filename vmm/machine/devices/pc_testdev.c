@@ -14,11 +14,15 @@
  *    lines 16-23 are IOAPIC pins 16-23 here, as in bhyve's pc-testdev;
  *  - 0xff000000: 64 KiB of memory behind MMIO exits.
  */
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define TESTDEV_PORT_REG 0xe0

@@ -12,8 +12,11 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/pic.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 enum { MASTER, SLAVE };

@@ -7,6 +7,7 @@
 
 #include "machine/devices/devices.h"
 #include "machine/pci.h"
+#include "machine/vm.h"
 
 int q35_host_init(struct vm *vm)
 {

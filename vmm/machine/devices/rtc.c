@@ -10,13 +10,17 @@
  * the clock when read; one housekeeping timer is armed only for an
  * interrupt that is enabled and not yet raised.
  */
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/housekeeping.h"
 #include "base/time.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
 #include "machine/devices/rtc.h"
+#include "machine/irq.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define RTC_IRQ 8

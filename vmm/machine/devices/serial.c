@@ -8,12 +8,19 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "machine/pause.h"
+#include <sysidle/guest_abi.h>
+
+#include "base/error.h"
+#include "machine/bus.h"
 #include "machine/devices/devices.h"
+#include "machine/irq.h"
+#include "machine/pause.h"
+#include "machine/vcpu.h"
 #include "machine/vm.h"
 
 #define UART_RX_SIZE 4096
