@@ -83,9 +83,10 @@ void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t unix_ms(void);
 const char *lv_error(void);
 
-/* options.c: parse argv into opt; -1 after the message (exit 2). --help
- * exits 0. */
-int parse_options(int argc, char **argv);
+/* options.c: fills @o from the configuration file and @argv (the
+ * command line wins); -1 after the message (exit 2). --help and --version
+ * print and exit 0. The strings @o points to live as long as the process. */
+int parse_options(int argc, char **argv, struct options *o);
 
 /* domains.c */
 /* One scan: each active domain's machine fed, its changes published, the

@@ -375,7 +375,7 @@ int main(int argc, char **argv)
 
 	journal_out = is_journal(stdout);
 	journal_err = is_journal(stderr);
-	if (parse_options(argc, argv) < 0)
+	if (parse_options(argc, argv, &opt) < 0)
 		return EXIT_USAGE;
 	lease_init();
 	/* Stop signals: read by a thread of their own (stop.c), blocked in
