@@ -11,8 +11,6 @@
 #include "bridge.h"
 #include "options_table.h"
 
-struct options opt;
-
 static const char usage_head[] =
 "Usage: " PROG " [OPTION]...\n"
 "Run the full-system-idle state machine for each running QEMU/KVM domain\n"
