@@ -172,6 +172,10 @@ void opt_print_list(const struct opt_program *prog, FILE *out)
 			fputc('-', out);
 		for (size_t k = 0; e->type == OPT_ENUM && e->names[k]; k++)
 			fprintf(out, " %s", e->names[k]);
+		if (e->values) {
+			fputc(' ', out);
+			e->values(out);
+		}
 		fputc('\n', out);
 	}
 }

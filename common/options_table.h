@@ -88,6 +88,8 @@ struct opt_entry {
 	opt_parse_fn parse;      /* OPT_CUSTOM */
 	opt_reset_fn reset;      /* OPT_CUSTOM with OPT_REPLACE */
 	opt_help_fn help_more;
+	opt_help_fn values;      /* --list-options: the values it takes,
+				  * space-separated (an enum: its names) */
 	const char *metavar;     /* the argument's name in --help; NULL for
 				  * an enum: its names joined by '|' */
 	const char *expect;      /* a bad value: "expected ...", shown as
@@ -157,7 +159,8 @@ int opt_error(const struct opt_parser *p, const char *at, const char *fmt, ...)
  * opt_print_options (for tests). */
 void opt_print_help(const struct opt_program *prog, FILE *out);
 void opt_print_options(const struct opt_program *prog, FILE *out);
-/* --list-options: "--NAME[,-X] ARG|- [VALUE...]" per visible option. */
+/* --list-options: "--NAME ARG|- [VALUE]..." per visible option: its
+ * metavar, or "-" for none, then the values it takes, if a fixed set. */
 void opt_print_list(const struct opt_program *prog, FILE *out);
 /* @text with {default}, {min} and {max} of @e replaced, on @out. */
 void opt_print_text(const struct opt_entry *e, const char *text, FILE *out);

@@ -43,6 +43,11 @@ static int parse_colour(void *opts, const char *arg, char *bad, size_t len)
 	return -1;
 }
 
+static void print_colours(FILE *out)
+{
+	fputs("red green blue", out);
+}
+
 static void reset_colours(void *opts)
 {
 	((struct test_opts *)opts)->colours = 0;
@@ -79,6 +84,7 @@ static const struct opt_entry entries[] = {
 	  .metavar = "F", .help = "a file (repeatable)" },
 	{ .name = "colour", .type = OPT_CUSTOM, .flags = OPT_REPLACE,
 	  .parse = parse_colour, .reset = reset_colours, .def_str = "red",
+	  .values = print_colours,
 	  .metavar = "NAME", .expect = " '{arg}': expected one of: {bad}",
 	  .help = "a colour" },
 	{ .name = "keep", .type = OPT_UINT, .flags = OPT_NO_DEFAULT, AT(keep),
@@ -380,7 +386,8 @@ START_TEST(test_list_options)
 	ck_assert_str_eq(out,
 		"--config FILE\n--flag -\n--str S\n--path P\n--count N\n"
 		"--timeout SECONDS\n--mem SIZE\n"
-		"--level low|medium|high|extreme low medium high extreme\n--file F\n--colour NAME\n"
+		"--level low|medium|high|extreme low medium high extreme\n--file F\n"
+		"--colour NAME red green blue\n"
 		"--keep K\n--help -\n");
 	free(o.files);
 	free(out);

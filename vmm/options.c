@@ -152,6 +152,21 @@ static void print_devices(FILE *out)
 	}
 }
 
+/* --list-options: the opt-in devices' names. */
+static void print_device_names(FILE *out)
+{
+	size_t n;
+	const struct device_desc *d = device_table(&n);
+	bool first = true;
+
+	for (size_t k = 0; k < n; k++) {
+		if (!d[k].optional)
+			continue;
+		fprintf(out, "%s%s", first ? "" : " ", d[k].name);
+		first = false;
+	}
+}
+
 /* --lapic-tick-max-hold SECONDS, 0.01 to 3600. */
 static int parse_max_hold(void *opts, const char *arg, char *bad,
 			  size_t badlen)
@@ -294,7 +309,8 @@ static const struct opt_entry vmm_options[] = {
 		  "there)" },
 	{ .name = "device", .type = OPT_CUSTOM, .flags = OPT_REPLACE,
 	  .parse = parse_device, .reset = reset_devices,
-	  .help_more = print_devices, .metavar = "NAME",
+	  .help_more = print_devices, .values = print_device_names,
+	  .metavar = "NAME",
 	  .expect = " '{arg}': expected one of: {bad}",
 	  .help = "add an opt-in device (repeatable); NAME is one of:" },
 	{ .name = "stats-json", .type = OPT_STRING, AT(stats_json),
