@@ -13,6 +13,7 @@
 
 #define OPT_LONG_VAL 256 /* getopt_long's value of entry i: this + i */
 
+/* Where @p's errors go; p->prog set. */
 static FILE *err_stream(const struct opt_parser *p)
 {
 	return p->err ? p->err : stderr;
@@ -28,6 +29,7 @@ static void error_begin(const struct opt_parser *p, const char *at)
 		fprintf(err_stream(p), "%s: ", origin);
 }
 
+/* The end of an error error_begin() started: the hint. Returns -1. */
 static int error_end(const struct opt_parser *p)
 {
 	fprintf(err_stream(p), p->prog->hint, p->prog->name);
@@ -77,14 +79,15 @@ static void store_uint(void *dst, size_t size, uint64_t v)
 	}
 }
 
-/* A decimal number without sign at the start of @s; @end after it. */
+/* A decimal number at the start of @s (leading blanks and '+' taken, as
+ * strtoull; '-' refused); @end after it. */
 static int parse_number(const char *s, uint64_t *n, char **end)
 {
 	unsigned long long x;
 
 	while (isspace((unsigned char)*s))
 		s++;
-	if (*s == '-' || *s == '+')
+	if (*s == '-')
 		return -1;
 	errno = 0;
 	x = strtoull(s, end, 10);
@@ -356,6 +359,11 @@ int opt_parse(struct opt_parser *p, const struct opt_program *prog,
 				 "unexpected argument '%s'",
 				 argv[optind + prog->max_positional]);
 	return 0;
+}
+
+void opt_parser_free(struct opt_parser *p)
+{
+	conf_args_free(&p->conf);
 }
 
 const char *opt_positional(const struct opt_parser *p, int i)

@@ -140,6 +140,9 @@ struct opt_parser {
 int opt_parse(struct opt_parser *p, const struct opt_program *prog,
 	      int argc, char **argv, void *opts);
 
+/* Frees what @p holds: the strings parsed from it are gone. */
+void opt_parser_free(struct opt_parser *p);
+
 /* The @i-th positional argument (conf.argv after the options) or the
  * --config file's positional key when there is none; NULL if neither. */
 const char *opt_positional(const struct opt_parser *p, int i);

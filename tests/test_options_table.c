@@ -43,11 +43,13 @@ static int parse_colour(void *opts, const char *arg, char *bad, size_t len)
 	return -1;
 }
 
+/* --list-options: the values of --colour. */
 static void print_colours(FILE *out)
 {
 	fputs("red green blue", out);
 }
 
+/* The command line's first --colour: no colour but its own. */
 static void reset_colours(void *opts)
 {
 	((struct test_opts *)opts)->colours = 0;
@@ -146,6 +148,7 @@ static void parse_fails(const char *msg, const char *const *args)
 	ck_assert_int_eq(parse(&o, &p, &out, &err, args), -1);
 	ck_assert_str_eq(err, msg);
 	ck_assert_str_eq(out, "");
+	opt_parser_free(&p);
 	free(out);
 	free(err);
 	free(o.files);
@@ -174,6 +177,7 @@ START_TEST(test_defaults)
 	ck_assert_ptr_null(opt_positional(&p, 1));
 	ck_assert(!opt_given(&p, "count"));
 	ck_assert_str_eq(err, "");
+	opt_parser_free(&p);
 	free(out);
 	free(err);
 	free(o.files);
@@ -206,22 +210,27 @@ START_TEST(test_each_type)
 	ck_assert_int_eq(o.keep, 7);
 	ck_assert(opt_given(&p, "count"));
 	ck_assert(!opt_given(&p, "no-such-option"));
+	opt_parser_free(&p);
 	free(out);
 	free(err);
 	free(o.files);
 	/* sizes: suffixes, no suffix is MiB, B and iB */
 	ck_assert_int_eq(PARSE(&o, &p, &out, &err, "--mem", "16"), 0);
 	ck_assert_uint_eq(o.bytes, 16ull << 20);
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
 	ck_assert_int_eq(PARSE(&o, &p, &out, &err, "--mem", "4KiB"), 0);
 	ck_assert_uint_eq(o.bytes, 4096);
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
-	ck_assert_int_eq(PARSE(&o, &p, &out, &err, "--mem=2MB"), 0);
+	ck_assert_int_eq(PARSE(&o, &p, &out, &err, "--mem=2MB", "-c", "+4"), 0);
 	ck_assert_uint_eq(o.bytes, 2ull << 20);
+	ck_assert_uint_eq(o.count, 4);
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
@@ -303,6 +312,7 @@ START_TEST(test_config_precedence)
 	ck_assert_uint_eq(o.nfiles, 2);
 	ck_assert_uint_eq(o.colours, 1u | 2u);
 	ck_assert_str_eq(opt_positional(&p, 0), "conffile-arg");
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
@@ -316,6 +326,7 @@ START_TEST(test_config_precedence)
 	ck_assert_str_eq(o.files[0], "c1");
 	ck_assert_uint_eq(o.colours, 4u);
 	ck_assert_str_eq(opt_positional(&p, 0), "cli-arg");
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
@@ -325,6 +336,7 @@ START_TEST(test_config_precedence)
 	ck_assert_int_eq(PARSE(&o, &p, &out, &err, "--config", path), -1);
 	ck_assert_ptr_nonnull(strstr(err, ":2: --count '12': expected 2 to 9"));
 	ck_assert(!strncmp(err, "prog: /tmp/test-options-", 24));
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
@@ -333,6 +345,7 @@ START_TEST(test_config_precedence)
 	write_conf(path, "timeout = 5\n");
 	ck_assert_int_eq(PARSE(&o, &p, &out, &err, "--config", path), -1);
 	ck_assert_str_eq(err, "");
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
@@ -365,11 +378,13 @@ START_TEST(test_help)
 		"  -h, --help         this help\n"
 		"Tail.\n");
 	ck_assert_str_eq(err, "");
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
 	ck_assert_int_eq(PARSE(&o, &p, &out, &err, "-h"), 1);
 	ck_assert(!strncmp(out, "Usage: prog", 11));
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
@@ -389,6 +404,7 @@ START_TEST(test_list_options)
 		"--level low|medium|high|extreme low medium high extreme\n--file F\n"
 		"--colour NAME red green blue\n"
 		"--keep K\n--help -\n");
+	opt_parser_free(&p);
 	free(o.files);
 	free(out);
 	free(err);
