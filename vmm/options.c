@@ -336,7 +336,7 @@ static const struct opt_entry vmm_options[] = {
 	{ .name = "timekeeper", .type = OPT_UINT, AT(idle.timekeeper),
 	  .max = VMM_MAX_CPUS - 1, .metavar = "N",
 	  .expect = "expected a vCPU number",
-	  .help = "the timekeeper vCPU (default {default})" },
+	  .help = "the timekeeper vCPU (default {default}; below --cpus)" },
 	{ .name = "lapic-tick-policy", .type = OPT_ENUM,
 	  AT(machine.lapic_tick_policy), .names = tick_policies,
 	  .expect = "expected honour, catchup or discard",
@@ -359,8 +359,9 @@ static const struct opt_entry vmm_options[] = {
 	{ .name = "housekeeping-cpu", .type = OPT_UINT,
 	  .flags = OPT_NO_DEFAULT, AT(idle.housekeeping_cpu), .max = 1023,
 	  .metavar = "N", .expect = "expected a host CPU number",
-	  .help = "pin the housekeeping thread to host CPU N (with\n"
-		  "--sysidle: only while the guest is not fully idle)" },
+	  .help = "pin the housekeeping thread to host CPU N, {min}\n"
+		  "to {max} (with --sysidle: only while the guest is not\n"
+		  "fully idle)" },
 	{ .name = "name", .type = OPT_CUSTOM, .parse = parse_name,
 	  .metavar = "NAME",
 	  .expect = "expected 1 to 80 bytes, no '/' and no control characters",
@@ -416,7 +417,7 @@ static const struct opt_entry vmm_options[] = {
 		  "come just after it, shrunk when the halt outlasts NS.\n"
 		  "Never with --sysidle while the VM is heading into\n"
 		  "full idle: an idle VM still costs nothing.\n"
-		  "Default {default}" },
+		  "Default {default}; {min} to {max}" },
 	{ .name = "timer-advance-ns", .type = OPT_UINT,
 	  AT(machine.timer_advance_max_ns), .max = 10000000,
 	  .def = TIMER_ADVANCE_DEFAULT_NS, .metavar = "NS",
@@ -428,7 +429,7 @@ static const struct opt_entry vmm_options[] = {
 		  "decade of the sleep (<0.1, <1, <10, >=10 ms: a wake\n"
 		  "from full idle needs a longer lead than one from a\n"
 		  "short sleep); never delivered early; 0:\n"
-		  "none. Default {default}" },
+		  "none. Default {default}; {min} to {max}" },
 	{ .name = "vcpu-timers", .type = OPT_ENUM,
 	  AT(machine.timers_on_housekeeping), .names = vcpu_timers,
 	  .expect = "expected self or housekeeping",
