@@ -23,28 +23,14 @@
 #include "export/export.h"
 #include "idle/idle.h"
 #include "machine/devices/devices.h"
-#include "machine/pause.h"
-#include "machine/pci.h"
+#include "machine/devices/device_table.h"
 #include "machine/kvm_vm.h"
 #include "machine/loader.h"
 #include "machine/msr.h"
+#include "machine/pause.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 #include "options.h"
-
-static int devices_init(struct vm *vm, const struct vm_options *o)
-{
-	if (serial_init(vm) || debug_exit_init(vm) || fw_cfg_init(vm) ||
-	    legacy_init(vm) || pic_init(vm) || ioapic_init(vm) ||
-	    lapic_init(vm) ||
-	    acpi_pm_init(vm) || rtc_init(vm) || pci_init(vm) ||
-	    q35_host_init(vm))
-		return -1;
-	for (size_t i = 0; i < NR_OPTIONAL_DEVICES; i++)
-		if (o->devices[i] && optional_devices[i].init(vm))
-			return -1;
-	return 0;
-}
 
 /* Sleeps until the VM stops by itself or a stop signal arrives. */
 static void wait_for_stop(int sig_fd)
@@ -101,7 +87,7 @@ int main(int argc, char **argv)
 	if ((opts.stats_json && stats_check(opts.stats_json)) ||
 	    kvm_vm_create(&vm, &opts.machine) ||
 	    loader_load(&vm, &opts.machine) ||
-	    devices_init(&vm, &opts) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
+	    devices_init(&vm, opts.devices_on) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
 	    idle_init(&vm, &opts.idle) || pause_init(&vm) ||
 	    /* per vCPU: the LAPIC timer and the pv tick; the idle layer's
 	     * tick and its kick backstop; the RTC (hk_timer_arm drops a

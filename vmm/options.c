@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The VMM's options: the --config file (common/conffile.c) and the
- * command line into vm_options, --help, --version, the defaults that
- * depend on the kernel's name and the PID, and a bare kernel name looked
- * for among the installed guests.
+ * The VMM's options: one table (vmm_options[]) from which common's
+ * options library parses the --config file and the command line into
+ * vm_options and writes --help and the errors; the opt-in devices come
+ * from the machine's device table. Also the defaults that depend on the
+ * kernel's name and the PID, and a bare kernel name looked for among the
+ * installed guests.
  */
 #include <errno.h>
-#include <getopt.h>
-#include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,26 +17,17 @@
 
 #include "base/error.h"
 #include "base/uuid.h"
-#include "machine/devices/devices.h"
 #include "machine/cpuid.h"
+#include "machine/devices/device_table.h"
 #include "machine/vm.h"
 #include "options.h"
-#include "conffile.h"
 #include "hookrun.h" /* DEFAULT_HOOKS_DIR, --hook-timeout */
-#include "version.h"
+#include "options_table.h"
 
 #define VMM_STR_(x) #x
 #define VMM_STR(x) VMM_STR_(x)
 
-/* The opt-in devices of --device NAME, by their index in
- * vm_options.devices. */
-const struct optional_device optional_devices[NR_OPTIONAL_DEVICES] = {
-	{ "pc-testdev", pc_testdev_init },
-	{ "intel-iommu", intel_iommu_init }, /* before edu: its remapper */
-	{ "edu", edu_init },
-};
-
-static const char usage_text[] =
+static const char usage_head[] =
 "Usage: sysidle-vmm [OPTION]... KERNEL\n"
 "Run a Multiboot v1 ELF32 KERNEL on KVM with a userspace interrupt controller.\n"
 "KERNEL given by a bare file name that is not in the current directory is\n"
@@ -43,130 +35,9 @@ static const char usage_text[] =
 "with the program: idle.elf, selftest.elf, burst.elf, pingpong.elf).\n"
 "\n"
 "Options:\n"
-"  --config FILE      read options from FILE first, one \"key = value\" per\n"
-"                     line (a long option name as the key, \"kernel = FILE\"\n"
-"                     for KERNEL; sysidle.conf(5)); the command line wins,\n"
-"                     and its --module and --device replace the file's\n"
-"  --mem SIZE         guest RAM (default 256M); SIZE is a number with an\n"
-"                     optional K, M or G suffix (no suffix: MiB); at most\n"
-"                     this host's RAM and swap together\n"
-"  --cpus N           number of vCPUs, 1..1024 (and at most what this host's\n"
-"                     KVM allows); each is a host thread (default 1); more\n"
-"                     than 8 per host CPU runs, with a warning\n"
-"  --append CMDLINE   kernel command line (multiboot cmdline is\n"
-"                     \"KERNEL CMDLINE\", as QEMU and GRUB pass it)\n"
-"  --module FILE      load FILE as a multiboot module (repeatable)\n"
-"  --cpu FLAGS        CPU features the guest sees: comma-separated +FEATURE\n"
-"                     or -FEATURE, FEATURE x2apic, tsc-deadline (both on by\n"
-"                     default) or pv-eoi (off by default). -x2apic:\n"
-"                     CPUID.1:ECX.x2APIC clear and IA32_APIC_BASE.EXTD\n"
-"                     reserved (#GP); -tsc-deadline: CPUID.1:ECX.TSC_DEADLINE\n"
-"                     clear, no TSC-deadline timer mode, IA32_TSC_DEADLINE\n"
-"                     #GP; +pv-eoi: KVM's signature at CPUID 0x40000100\n"
-"                     with its PV EOI (MSR 0x4b564d04): a guest that uses it\n"
-"                     ends an interrupt without an exit (less host CPU per\n"
-"                     interrupt; measured on a nested host, a wake from full\n"
-"                     idle by IPI a few percent slower with the leaves\n"
-"                     there)\n"
-"  --device NAME      add an opt-in device (repeatable); NAME is one of:\n"
-"                     pc-testdev  QEMU's test device for kvm-unit-tests:\n"
-"                     scratch ports 0xe0 and 0xe8, page flush 0xe4, ISA\n"
-"                     IRQ lines 0..23 at ports 0x2000-0x2017, 64 KiB of\n"
-"                     memory behind MMIO at 0xff000000\n"
-"                     intel-iommu  VT-d at 0xfed90000: DMA remapping and\n"
-"                     interrupt remapping in xAPIC mode\n"
-"                     edu  QEMU's edu PCI device (DMA, MSI)\n"
-"  --stats-json FILE  write per-vCPU exit counts, HLT exits, interrupts\n"
-"                     injected, time halted, the housekeeping thread's\n"
-"                     host wake-ups, the pause counters and the bytes of\n"
-"                     guest serial output dropped to FILE at exit; FILE is\n"
-"                     checked at start (exit 115); a FIFO needs a reader at\n"
-"                     exit, which gets 1 s to take it all\n"
-"  --sysidle          detect the fully idle guest (all vCPUs halted, the\n"
-"                     timekeeper taking only its tick) and then stop its\n"
-"                     paravirtual tick and the VMM's own periodic work;\n"
-"                     guest LAPIC timers are honoured (the timekeeper's\n"
-"                     periodic one: see --lapic-tick-policy)\n"
-"  --sysidle-log FILE one line per idle state change and tick stop/restart\n"
-"                     (\"-\": stderr); needs --sysidle. A FIFO needs its\n"
-"                     reader at start; lines it does not take at once are\n"
-"                     dropped and counted (stderr at exit, --stats-json)\n"
-"  --timekeeper N     the timekeeper vCPU (default 0)\n"
-"  --lapic-tick-policy honour|catchup|discard\n"
-"                     what becomes of a guest's periodic LAPIC timer ticks\n"
-"                     not taken when due (as libvirt's tickpolicy):\n"
-"                     honour (default): never held back; late ones\n"
-"                     coalesce into one, as on hardware. catchup: with\n"
-"                     --sysidle the timekeeper's tick is held back in full\n"
-"                     idle; every tick due is delivered afterwards, the\n"
-"                     next one at the guest's EOI of the last. discard:\n"
-"                     held back too; one tick for the whole held time\n"
-"                     (merge).\n"
-"                     Under both, a guest that sleeps on that tick alone\n"
-"                     wakes late, by up to --lapic-tick-max-hold\n"
-"  --lapic-tick-max-hold SECONDS  hold the tick back at most this long\n"
-"                     (default 2; 0.01 to 3600; needs catchup or discard)\n"
-"  --housekeeping-cpu N  pin the housekeeping thread to host CPU N (with\n"
-"                     --sysidle: only while the guest is not fully idle)\n"
-"  --name NAME        the VM's name in the control socket, metrics and\n"
-"                     hooks (default: the kernel file's stem and the PID,\n"
-"                     e.g. idle-4242); any characters but '/' and control\n"
-"                     characters, at most 80 bytes\n"
-"  --uuid UUID        the VM's uuid in the control socket, metrics and\n"
-"                     hooks: 32 hex digits as 8-4-4-4-12 (either case;\n"
-"                     shown lowercase). Default: the version-5 uuid\n"
-"                     (SHA-1) of the name's bytes in the namespace\n"
-"                     " VMM_UUID_NAMESPACE ", so\n"
-"                     the same --name keeps its uuid across runs\n"
-"  --control PATH     the control socket (default /run/sysidle/NAME.sock,\n"
-"                     its directory created mode 0700; \"none\": no socket);\n"
-"                     see vmm/export/README.md for the protocol,\n"
-"                     build/sysidlectl for a client\n"
-"  --metrics-file PATH  write the idle state in Prometheus text format to\n"
-"                     PATH (atomically) at each state change and at most\n"
-"                     once a second while the VM is not fully idle (not\n"
-"                     periodically while it stays fully idle: its samples\n"
-"                     say how to extrapolate)\n"
-"  --hooks DIR        run DIR/vm and DIR/vm.d/* on start, stop and each\n"
-"                     change of full idle, as libvirt runs its hooks\n"
-"                     (default " DEFAULT_HOOKS_DIR ";\n"
-"                     absent: no hooks)\n"
-"  --hook-timeout SECONDS  kill a hook still running after SECONDS\n"
-"                     (default 10); at exit, the hook running and then the\n"
-"                     last hooks get one SECONDS each in all\n"
-"  --halt-poll-ns NS  a halted vCPU watches for its next interrupt for up\n"
-"                     to NS ns before it blocks (0: never), the window\n"
-"                     adapting as KVM's halt_poll_ns: grown while wake-ups\n"
-"                     come just after it, shrunk when the halt outlasts NS.\n"
-"                     Never with --sysidle while the VM is heading into\n"
-"                     full idle: an idle VM still costs nothing.\n"
-"                     Default " VMM_STR(HALT_POLL_DEFAULT_NS) "\n"
-"  --timer-advance-ns NS  a halted vCPU wakes up to NS ns before its LAPIC\n"
-"                     timer deadline and spins to it, the lead tuned to how\n"
-"                     late its wake-ups come (as KVM's\n"
-"                     lapic_timer_advance_ns), learned apart for each\n"
-"                     decade of the sleep (<0.1, <1, <10, >=10 ms: a wake\n"
-"                     from full idle needs a longer lead than one from a\n"
-"                     short sleep); never delivered early; 0:\n"
-"                     none. Default " VMM_STR(TIMER_ADVANCE_DEFAULT_NS) "\n"
-"  --vcpu-timers self|housekeeping\n"
-"                     self (default): a halted vCPU's LAPIC timer is the\n"
-"                     timeout of its own wait, no other thread on its wake\n"
-"                     path; housekeeping: every guest timer is served by\n"
-"                     the housekeeping thread, which wakes the vCPU\n"
-"  --sched-slice-us US|off  the vCPU and housekeeping threads ask the\n"
-"                     kernel for a US us scheduler slice (sched_setattr\n"
-"                     sched_runtime; Linux 6.12 or later, 100 to 100000),\n"
-"                     so that a woken one preempts a busy task sooner;\n"
-"                     older kernels ignore it. Default " VMM_STR(SCHED_SLICE_DEFAULT_US) "; off: the\n"
-"                     kernel's own\n"
-"  --interrupt-injection kvm-run|ioctl\n"
-"                     kvm-run (default, where KVM offers KVM_CAP_SYNC_REGS\n"
-"                     with the vCPU events): an interrupt goes in with the\n"
-"                     KVM_RUN that delivers it; ioctl: a KVM_INTERRUPT call\n"
-"                     of its own before it\n"
-"  --version          print the version and exit 0\n"
-"  -h, --help         print this help and exit 0\n"
+;
+
+static const char usage_tail[] =
 "\n"
 "Signals: SIGUSR2 ends a full-idle period from outside (the tick restarts).\n"
 "\n"
@@ -209,33 +80,6 @@ static const char usage_text[] =
 "  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129),\n"
 "             also while loading\n";
 
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long n;
-	uint64_t mult = 1ull << 20;
-
-	errno = 0;
-	n = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': mult = 1ull << 10; end++; break;
-	case 'm': case 'M': mult = 1ull << 20; end++; break;
-	case 'g': case 'G': mult = 1ull << 30; end++; break;
-	case '\0': break;
-	default: return -1;
-	}
-	if (*end == 'i' && end[1] == 'B')
-		end += 2;
-	else if (*end == 'B')
-		end++;
-	if (*end || n == 0 || n > (1ull << 40) / mult)
-		return -1;
-	*out = n * mult;
-	return 0;
-}
-
 /* 0 when @s is a VM name: 1..80 bytes, no '/', no control characters. */
 static int check_name(const char *s)
 {
@@ -249,23 +93,395 @@ static int check_name(const char *s)
 	return 0;
 }
 
-static int usage_error(const char *fmt, const char *arg);
-
-#define DEVICE_NAMES "pc-testdev, intel-iommu, edu" /* optional_devices[]' names */
-
-/* --device NAME: 0, or -1 for a name not in optional_devices[]. */
-static int parse_device(const char *name, struct vm_options *o)
+/* --cpu FLAGS: the features turned off. */
+static int parse_cpu(void *opts, const char *arg, char *bad, size_t badlen)
 {
-	for (size_t i = 0; i < NR_OPTIONAL_DEVICES; i++) {
-		if (!strcmp(name, optional_devices[i].name)) {
-			o->devices[i] = true;
-			/* the ACPI tables describe it (a DMAR) */
-			if (!strcmp(name, "intel-iommu"))
-				o->machine.intel_iommu = true;
-			return 0;
-		}
+	struct vm_options *o = opts;
+
+	return cpu_features_parse(arg, &o->machine.cpu_features_off, bad,
+				  badlen);
+}
+
+/* --device NAME: one of the device table's opt-in devices; else -1 with
+ * their names in @bad. */
+static int parse_device(void *opts, const char *arg, char *bad, size_t badlen)
+{
+	struct vm_options *o = opts;
+	int i = device_optional_index(arg);
+	const struct device_desc *d;
+	size_t n, len = 0;
+
+	if (i >= 0) {
+		o->devices_on |= 1u << i;
+		/* the ACPI tables describe it (a DMAR) */
+		if (!strcmp(arg, "intel-iommu"))
+			o->machine.intel_iommu = true;
+		return 0;
 	}
+	d = device_table(&n);
+	for (size_t k = 0; k < n && len < badlen; k++)
+		if (d[k].optional)
+			len += (size_t)snprintf(bad + len, badlen - len, "%s%s",
+						len ? ", " : "", d[k].name);
 	return -1;
+}
+
+/* The command line's first --device: the file's are dropped. */
+static void reset_devices(void *opts)
+{
+	struct vm_options *o = opts;
+
+	o->devices_on = 0;
+	o->machine.intel_iommu = false;
+}
+
+/* --help's list of the opt-in devices, from the device table. */
+static void print_devices(FILE *out)
+{
+	size_t n;
+	const struct device_desc *d = device_table(&n);
+
+	for (size_t k = 0; k < n; k++) {
+		if (!d[k].optional)
+			continue;
+		fprintf(out, "                     %s  ", d[k].name);
+		for (const char *s = d[k].help; *s; s++) {
+			fputc(*s, out);
+			if (*s == '\n')
+				fputs("                     ", out);
+		}
+		fputc('\n', out);
+	}
+}
+
+/* --list-options: the opt-in devices' names. */
+static void print_device_names(FILE *out)
+{
+	size_t n;
+	const struct device_desc *d = device_table(&n);
+	bool first = true;
+
+	for (size_t k = 0; k < n; k++) {
+		if (!d[k].optional)
+			continue;
+		fprintf(out, "%s%s", first ? "" : " ", d[k].name);
+		first = false;
+	}
+}
+
+/* --lapic-tick-max-hold SECONDS, 0.01 to 3600. */
+static int parse_max_hold(void *opts, const char *arg, char *bad,
+			  size_t badlen)
+{
+	struct vm_options *o = opts;
+	char *end;
+	double sec;
+
+	(void)bad, (void)badlen;
+	errno = 0;
+	sec = strtod(arg, &end);
+	if (errno || *end || end == arg || !(sec >= 0.01) || sec > 3600)
+		return -1;
+	o->idle.max_hold_ns = (uint64_t)(sec * 1e9);
+	return 0;
+}
+
+/* --name NAME. */
+static int parse_name(void *opts, const char *arg, char *bad, size_t badlen)
+{
+	struct vm_options *o = opts;
+
+	(void)bad, (void)badlen;
+	if (check_name(arg))
+		return -1;
+	o->export.name = arg;
+	return 0;
+}
+
+/* --uuid UUID, kept lowercase. */
+static int parse_uuid(void *opts, const char *arg, char *bad, size_t badlen)
+{
+	static char uuid[UUID_STR_LEN];
+	struct vm_options *o = opts;
+
+	(void)bad, (void)badlen;
+	if (uuid_parse(arg, uuid))
+		return -1;
+	o->export.uuid = uuid;
+	return 0;
+}
+
+/* --control PATH|none. */
+static int parse_control(void *opts, const char *arg, char *bad,
+			 size_t badlen)
+{
+	struct vm_options *o = opts;
+
+	(void)bad, (void)badlen;
+	if (!*arg || strlen(arg) >= CONTROL_PATH_MAX)
+		return -1;
+	o->export.control = strcmp(arg, "none") ? arg : NULL;
+	o->export.control_explicit = true;
+	return 0;
+}
+
+/* --hook-timeout SECONDS. */
+static int parse_hook_timeout(void *opts, const char *arg, char *bad,
+			      size_t badlen)
+{
+	struct vm_options *o = opts;
+
+	(void)bad, (void)badlen;
+	return hooks_parse_timeout(arg, &o->export.hook_timeout_ns);
+}
+
+/* --sched-slice-us US|off: 100 to 100000 us, off: 0. */
+static int parse_sched_slice(void *opts, const char *arg, char *bad,
+			     size_t badlen)
+{
+	struct vm_options *o = opts;
+	unsigned long n;
+	char *end;
+
+	(void)bad, (void)badlen;
+	if (!strcmp(arg, "off")) {
+		o->sched_slice_ns = 0;
+		return 0;
+	}
+	errno = 0;
+	n = strtoul(arg, &end, 10);
+	if (errno || *end || end == arg || *arg == '-' || n < 100 ||
+	    n > 100000)
+		return -1;
+	o->sched_slice_ns = (uint64_t)n * 1000u;
+	return 0;
+}
+
+#define AT(f) OPT_FIELD(struct vm_options, f)
+
+static const char *const tick_policies[] = { "honour", "catchup", "discard",
+					     NULL };
+static const char *const vcpu_timers[] = { "self", "housekeeping", NULL };
+static const char *const injections[] = { "kvm-run", "ioctl", NULL };
+
+/* The VMM's options, in --help's order. */
+static const struct opt_entry vmm_options[] = {
+	{ .name = "config", .type = OPT_CONFIG, .flags = OPT_CLI_ONLY,
+	  .metavar = "FILE",
+	  .help = "read options from FILE first, one \"key = value\" per\n"
+		  "line (a long option name as the key, \"kernel = FILE\"\n"
+		  "for KERNEL; sysidle.conf(5)); the command line wins,\n"
+		  "and its --module and --device replace the file's" },
+	{ .name = "mem", .type = OPT_SIZE, AT(machine.mem_size), .min = 1,
+	  .max = 1ull << 40, .def = 256ull << 20, .metavar = "SIZE",
+	  .expect = "expected a size such as 256M or 1G",
+	  .help = "guest RAM (default {default}); SIZE is a number with an\n"
+		  "optional K, M or G suffix (no suffix: MiB); at most\n"
+		  "this host's RAM and swap together" },
+	{ .name = "cpus", .type = OPT_UINT, AT(machine.ncpus), .min = 1,
+	  .max = VMM_MAX_CPUS, .def = 1, .metavar = "N",
+	  .expect = "expected a number from {min} to {max}",
+	  .help = "number of vCPUs, {min}..{max} (and at most what this host's\n"
+		  "KVM allows); each is a host thread (default {default}); more\n"
+		  "than 8 per host CPU runs, with a warning" },
+	{ .name = "append", .type = OPT_STRING, AT(machine.append),
+	  .def_str = "", .metavar = "CMDLINE",
+	  .help = "kernel command line (multiboot cmdline is\n"
+		  "\"KERNEL CMDLINE\", as QEMU and GRUB pass it)" },
+	{ .name = "module", .type = OPT_LIST, .flags = OPT_REPLACE,
+	  AT(machine.modules),
+	  .count_offset = offsetof(struct vm_options, machine.nmodules),
+	  .metavar = "FILE",
+	  .help = "load FILE as a multiboot module (repeatable)" },
+	{ .name = "cpu", .type = OPT_CUSTOM, .parse = parse_cpu,
+	  .metavar = "FLAGS",
+	  .expect = ": '{bad}': expected +FEATURE or -FEATURE, FEATURE x2apic, "
+		    "tsc-deadline or pv-eoi",
+	  .help = "CPU features the guest sees: comma-separated +FEATURE\n"
+		  "or -FEATURE, FEATURE x2apic, tsc-deadline (both on by\n"
+		  "default) or pv-eoi (off by default). -x2apic:\n"
+		  "CPUID.1:ECX.x2APIC clear and IA32_APIC_BASE.EXTD\n"
+		  "reserved (#GP); -tsc-deadline: CPUID.1:ECX.TSC_DEADLINE\n"
+		  "clear, no TSC-deadline timer mode, IA32_TSC_DEADLINE\n"
+		  "#GP; +pv-eoi: KVM's signature at CPUID 0x40000100\n"
+		  "with its PV EOI (MSR 0x4b564d04): a guest that uses it\n"
+		  "ends an interrupt without an exit (less host CPU per\n"
+		  "interrupt; measured on a nested host, a wake from full\n"
+		  "idle by IPI a few percent slower with the leaves\n"
+		  "there)" },
+	{ .name = "device", .type = OPT_CUSTOM, .flags = OPT_REPLACE,
+	  .parse = parse_device, .reset = reset_devices,
+	  .help_more = print_devices, .values = print_device_names,
+	  .metavar = "NAME",
+	  .expect = " '{arg}': expected one of: {bad}",
+	  .help = "add an opt-in device (repeatable); NAME is one of:" },
+	{ .name = "stats-json", .type = OPT_STRING, AT(stats_json),
+	  .metavar = "FILE",
+	  .help = "write per-vCPU exit counts, HLT exits, interrupts\n"
+		  "injected, time halted, the housekeeping thread's\n"
+		  "host wake-ups, the pause counters and the bytes of\n"
+		  "guest serial output dropped to FILE at exit; FILE is\n"
+		  "checked at start (exit 115); a FIFO needs a reader at\n"
+		  "exit, which gets 1 s to take it all" },
+	{ .name = "sysidle", .type = OPT_FLAG, AT(idle.sysidle),
+	  .help = "detect the fully idle guest (all vCPUs halted, the\n"
+		  "timekeeper taking only its tick) and then stop its\n"
+		  "paravirtual tick and the VMM's own periodic work;\n"
+		  "guest LAPIC timers are honoured (the timekeeper's\n"
+		  "periodic one: see --lapic-tick-policy)" },
+	{ .name = "sysidle-log", .type = OPT_STRING, AT(idle.log),
+	  .metavar = "FILE",
+	  .help = "one line per idle state change and tick stop/restart\n"
+		  "(\"-\": stderr); needs --sysidle. A FIFO needs its\n"
+		  "reader at start; lines it does not take at once are\n"
+		  "dropped and counted (stderr at exit, --stats-json)" },
+	{ .name = "timekeeper", .type = OPT_UINT, AT(idle.timekeeper),
+	  .max = VMM_MAX_CPUS - 1, .metavar = "N",
+	  .expect = "expected a vCPU number",
+	  .help = "the timekeeper vCPU (default {default}; below --cpus)" },
+	{ .name = "lapic-tick-policy", .type = OPT_ENUM,
+	  AT(machine.lapic_tick_policy), .names = tick_policies,
+	  .expect = "expected honour, catchup or discard",
+	  .help = "what becomes of a guest's periodic LAPIC timer ticks\n"
+		  "not taken when due (as libvirt's tickpolicy):\n"
+		  "honour (default): never held back; late ones\n"
+		  "coalesce into one, as on hardware. catchup: with\n"
+		  "--sysidle the timekeeper's tick is held back in full\n"
+		  "idle; every tick due is delivered afterwards, the\n"
+		  "next one at the guest's EOI of the last. discard:\n"
+		  "held back too; one tick for the whole held time\n"
+		  "(merge).\n"
+		  "Under both, a guest that sleeps on that tick alone\n"
+		  "wakes late, by up to --lapic-tick-max-hold" },
+	{ .name = "lapic-tick-max-hold", .type = OPT_CUSTOM,
+	  .parse = parse_max_hold, .metavar = "SECONDS",
+	  .expect = "expected seconds from 0.01 to 3600",
+	  .help = "hold the tick back at most this long\n"
+		  "(default 2; 0.01 to 3600; needs catchup or discard)" },
+	{ .name = "housekeeping-cpu", .type = OPT_UINT,
+	  .flags = OPT_NO_DEFAULT, AT(idle.housekeeping_cpu), .max = 1023,
+	  .metavar = "N", .expect = "expected a host CPU number",
+	  .help = "pin the housekeeping thread to host CPU N, {min}\n"
+		  "to {max} (with --sysidle: only while the guest is not\n"
+		  "fully idle)" },
+	{ .name = "name", .type = OPT_CUSTOM, .parse = parse_name,
+	  .metavar = "NAME",
+	  .expect = "expected 1 to 80 bytes, no '/' and no control characters",
+	  .help = "the VM's name in the control socket, metrics and\n"
+		  "hooks (default: the kernel file's stem and the PID,\n"
+		  "e.g. idle-4242); any characters but '/' and control\n"
+		  "characters, at most 80 bytes" },
+	{ .name = "uuid", .type = OPT_CUSTOM, .parse = parse_uuid,
+	  .metavar = "UUID",
+	  .expect = "expected a uuid of 32 hex digits as 8-4-4-4-12, e.g. "
+		    "0f4c1a2b-3c4d-5e6f-8a9b-0123456789ab",
+	  .help = "the VM's uuid in the control socket, metrics and\n"
+		  "hooks: 32 hex digits as 8-4-4-4-12 (either case;\n"
+		  "shown lowercase). Default: the version-5 uuid\n"
+		  "(SHA-1) of the name's bytes in the namespace\n"
+		  VMM_UUID_NAMESPACE ", so\n"
+		  "the same --name keeps its uuid across runs" },
+	{ .name = "control", .type = OPT_CUSTOM, .parse = parse_control,
+	  .metavar = "PATH",
+	  .expect = "expected a socket path of at most 107 bytes, or none",
+	  .help = "the control socket (default /run/sysidle/NAME.sock,\n"
+		  "its directory created mode 0700; \"none\": no socket);\n"
+		  "see vmm/export/README.md for the protocol,\n"
+		  "build/sysidlectl for a client" },
+	{ .name = "metrics-file", .type = OPT_STRING, .flags = OPT_NONEMPTY,
+	  AT(export.metrics_file), .metavar = "PATH",
+	  .expect = ": expected a path",
+	  .help = "write the idle state in Prometheus text format to\n"
+		  "PATH (atomically) at each state change and at most\n"
+		  "once a second while the VM is not fully idle (not\n"
+		  "periodically while it stays fully idle: its samples\n"
+		  "say how to extrapolate)" },
+	{ .name = "hooks", .type = OPT_STRING, .flags = OPT_NONEMPTY,
+	  AT(export.hooks_dir), .def_str = DEFAULT_HOOKS_DIR, .metavar = "DIR",
+	  .expect = ": expected a directory",
+	  .help = "run DIR/vm and DIR/vm.d/* on start, stop and each\n"
+		  "change of full idle, as libvirt runs its hooks\n"
+		  "(default {default};\n"
+		  "absent: no hooks)" },
+	{ .name = "hook-timeout", .type = OPT_CUSTOM,
+	  .parse = parse_hook_timeout, .def_str = "10", .metavar = "SECONDS",
+	  .expect = HOOKS_TIMEOUT_USAGE,
+	  .help = "kill a hook still running after SECONDS\n"
+		  "(default {default}); at exit, the hook running and then the\n"
+		  "last hooks get one SECONDS each in all" },
+	{ .name = "halt-poll-ns", .type = OPT_UINT,
+	  AT(machine.halt_poll_max_ns), .max = 10000000,
+	  .def = HALT_POLL_DEFAULT_NS, .metavar = "NS",
+	  .expect = "expected ns from {min} to {max}",
+	  .help = "a halted vCPU watches for its next interrupt for up\n"
+		  "to NS ns before it blocks (0: never), the window\n"
+		  "adapting as KVM's halt_poll_ns: grown while wake-ups\n"
+		  "come just after it, shrunk when the halt outlasts NS.\n"
+		  "Never with --sysidle while the VM is heading into\n"
+		  "full idle: an idle VM still costs nothing.\n"
+		  "Default {default}; {min} to {max}" },
+	{ .name = "timer-advance-ns", .type = OPT_UINT,
+	  AT(machine.timer_advance_max_ns), .max = 10000000,
+	  .def = TIMER_ADVANCE_DEFAULT_NS, .metavar = "NS",
+	  .expect = "expected ns from {min} to {max}",
+	  .help = "a halted vCPU wakes up to NS ns before its LAPIC\n"
+		  "timer deadline and spins to it, the lead tuned to how\n"
+		  "late its wake-ups come (as KVM's\n"
+		  "lapic_timer_advance_ns), learned apart for each\n"
+		  "decade of the sleep (<0.1, <1, <10, >=10 ms: a wake\n"
+		  "from full idle needs a longer lead than one from a\n"
+		  "short sleep); never delivered early; 0:\n"
+		  "none. Default {default}; {min} to {max}" },
+	{ .name = "vcpu-timers", .type = OPT_ENUM,
+	  AT(machine.timers_on_housekeeping), .names = vcpu_timers,
+	  .expect = "expected self or housekeeping",
+	  .help = "self (default): a halted vCPU's LAPIC timer is the\n"
+		  "timeout of its own wait, no other thread on its wake\n"
+		  "path; housekeeping: every guest timer is served by\n"
+		  "the housekeeping thread, which wakes the vCPU" },
+	{ .name = "sched-slice-us", .type = OPT_CUSTOM,
+	  .parse = parse_sched_slice, .def_str = VMM_STR(SCHED_SLICE_DEFAULT_US),
+	  .metavar = "US|off",
+	  .expect = "expected us from 100 to 100000, or off",
+	  .help = "the vCPU and housekeeping threads ask the\n"
+		  "kernel for a US us scheduler slice (sched_setattr\n"
+		  "sched_runtime; Linux 6.12 or later, 100 to 100000),\n"
+		  "so that a woken one preempts a busy task sooner;\n"
+		  "older kernels ignore it. Default {default}; off: the\n"
+		  "kernel's own" },
+	{ .name = "interrupt-injection", .type = OPT_ENUM,
+	  AT(machine.inject_by_ioctl), .names = injections,
+	  .expect = "expected kvm-run or ioctl",
+	  .help = "kvm-run (default, where KVM offers KVM_CAP_SYNC_REGS\n"
+		  "with the vCPU events): an interrupt goes in with the\n"
+		  "KVM_RUN that delivers it; ioctl: a KVM_INTERRUPT call\n"
+		  "of its own before it" },
+	{ .name = "version", .type = OPT_VERSION, .flags = OPT_CLI_ONLY,
+	  .help = "print the version and exit 0" },
+	{ .name = "help", .short_name = 'h', .type = OPT_HELP,
+	  .flags = OPT_CLI_ONLY, .help = "print this help and exit 0" },
+	{ .name = "list-options", .type = OPT_LIST_OPTIONS,
+	  .flags = OPT_CLI_ONLY | OPT_HIDDEN },
+};
+
+/* The options being parsed: the --config file's, then the command
+ * line's; the parsed strings point into it for the process's life. */
+static struct opt_parser parser;
+
+/* The cross-option checks and the KERNEL, after the table's parse. */
+static int check_options(struct vm_options *o)
+{
+	if (o->idle.log && !o->idle.sysidle)
+		return opt_error(&parser, NULL, "--sysidle-log needs --sysidle");
+	if (o->idle.max_hold_ns && (!o->idle.sysidle ||
+	    o->machine.lapic_tick_policy == LAPIC_TICK_HONOUR))
+		return opt_error(&parser, NULL, "--lapic-tick-max-hold needs "
+				 "--sysidle and --lapic-tick-policy catchup "
+				 "or discard");
+	o->machine.kernel = opt_positional(&parser, 0);
+	if (!o->machine.kernel)
+		return opt_error(&parser, NULL, "missing KERNEL");
+	return 0;
 }
 
 /* A KERNEL given by a bare file name that is not in the current
@@ -311,288 +527,42 @@ static int default_names(struct vm_options *o)
 		snprintf(path, sizeof(path), "%s/%s.sock", DEFAULT_CONTROL_DIR,
 			 o->export.name);
 		if (strlen(path) >= CONTROL_PATH_MAX)
-			return usage_error("--name '%s': too long for a control "
-					   "socket path; give --control", o->export.name);
+			return opt_error(&parser, o->export.name, "--name '%s': "
+					 "too long for a control socket path; "
+					 "give --control", o->export.name) ?
+			       VMM_EXIT_USAGE : 0;
 		o->export.control = path;
 	}
 	return 0;
 }
 
-/* The options being parsed: the --config file's, then the command line's. */
-static struct conf_args conf;
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	const char *at = conf_origin(&conf, arg);
-
-	fprintf(stderr, "%s: ", program_invocation_short_name);
-	if (at)
-		fprintf(stderr, "%s: ", at);
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, " (see %s --help)\n", program_invocation_short_name);
-	return VMM_EXIT_USAGE;
-}
-
 /* Fills @o from argv; returns 0, or the exit status after a message. */
 int parse_options(int argc, char **argv, struct vm_options *o)
 {
-	static const struct option longopts[] = {
-		{ "mem", required_argument, NULL, 'm' },
-		{ "cpus", required_argument, NULL, 'c' },
-		{ "append", required_argument, NULL, 'a' },
-		{ "module", required_argument, NULL, 'M' },
-		{ "cpu", required_argument, NULL, 'U' },
-		{ "stats-json", required_argument, NULL, 's' },
-		{ "sysidle", no_argument, NULL, 'S' },
-		{ "sysidle-log", required_argument, NULL, 'L' },
-		{ "timekeeper", required_argument, NULL, 'T' },
-		{ "lapic-tick-policy", required_argument, NULL, 'K' },
-		{ "lapic-tick-max-hold", required_argument, NULL, 'X' },
-		{ "housekeeping-cpu", required_argument, NULL, 'P' },
-		{ "name", required_argument, NULL, 'n' },
-		{ "uuid", required_argument, NULL, 'u' },
-		{ "control", required_argument, NULL, 'C' },
-		{ "metrics-file", required_argument, NULL, 'F' },
-		{ "hooks", required_argument, NULL, 'H' },
-		{ "hook-timeout", required_argument, NULL, 'O' },
-		{ "device", required_argument, NULL, 'D' },
-		{ "halt-poll-ns", required_argument, NULL, 'p' },
-		{ "timer-advance-ns", required_argument, NULL, 'A' },
-		{ "vcpu-timers", required_argument, NULL, 'V' },
-		{ "sched-slice-us", required_argument, NULL, 'l' },
-		{ "interrupt-injection", required_argument, NULL, 'I' },
-		{ "config", required_argument, NULL, 'g' },
-		{ "version", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	static struct opt_program prog = {
+		.version_name = "sysidle-vmm",
+		.usage_head = usage_head,
+		.usage_tail = usage_tail,
+		.hint = " (see %s --help)\n",
+		.missing = "option '%s' needs an argument",
+		.unknown = "unknown option '%s'",
+		.positional_key = "kernel",
+		.max_positional = 1,
+		.entries = vmm_options,
+		.nentries = sizeof(vmm_options) / sizeof(vmm_options[0]),
 	};
-	static char uuid[UUID_STR_LEN];
-	bool cli_modules = false, cli_devices = false;
-	char *end, bad[64];
-	double sec;
-	long n;
-	int c;
+	int r;
 
-	o->machine.mem_size = 256ull << 20;
-	o->machine.ncpus = 1;
-	o->machine.append = "";
-	o->machine.halt_poll_max_ns = HALT_POLL_DEFAULT_NS;
-	o->machine.timer_advance_max_ns = TIMER_ADVANCE_DEFAULT_NS;
+	prog.name = program_invocation_short_name;
 	o->machine.cpu_features_off = CPU_F_PV_EOI; /* opt-in: +pv-eoi */
-	o->sched_slice_ns = SCHED_SLICE_DEFAULT_US * 1000ull;
 	o->idle.housekeeping_cpu = -1;
-	o->export.hooks_dir = DEFAULT_HOOKS_DIR;
-	o->export.hook_timeout_ns = 10000000000ull;
-	if (conf_args_build(program_invocation_short_name, argc, argv, NULL,
-			    longopts, "kernel", &conf))
-		return VMM_EXIT_USAGE;
-	argc = conf.argc;
-	argv = conf.argv;
-	o->machine.modules = calloc((size_t)argc, sizeof(*o->machine.modules));
-	if (!o->machine.modules)
-		return usage_error("%s", "out of memory");
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'm':
-			if (parse_size(optarg, &o->machine.mem_size))
-				return usage_error("--mem '%s': expected a size "
-						   "such as 256M or 1G", optarg);
-			break;
-		case 'c':
-			errno = 0;
-			n = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || n < 1 ||
-			    n > VMM_MAX_CPUS)
-				return usage_error("--cpus '%s': expected a "
-						   "number from 1 to 1024", optarg);
-			o->machine.ncpus = (unsigned int)n;
-			break;
-		case 'a':
-			o->machine.append = optarg;
-			break;
-		case 'M':
-			/* the command line's modules replace the file's */
-			if (!cli_modules && !conf_from_file(&conf, optarg)) {
-				cli_modules = true;
-				o->machine.nmodules = 0;
-			}
-			o->machine.modules[o->machine.nmodules++] = optarg;
-			break;
-		case 'D':
-			if (!cli_devices && !conf_from_file(&conf, optarg)) {
-				cli_devices = true; /* as --module */
-				memset(o->devices, 0, sizeof(o->devices));
-				o->machine.intel_iommu = false;
-			}
-			if (parse_device(optarg, o))
-				return usage_error("--device '%s': expected "
-						   "one of: " DEVICE_NAMES,
-						   optarg);
-			break;
-		case 'U':
-			if (cpu_features_parse(optarg,
-					&o->machine.cpu_features_off, bad,
-					sizeof(bad)))
-				return usage_error("--cpu: '%s': expected "
-						   "+FEATURE or -FEATURE, FEATURE "
-						   "x2apic, tsc-deadline or pv-eoi", bad);
-			break;
-		case 's':
-			o->stats_json = optarg;
-			break;
-		case 'S':
-			o->idle.sysidle = true;
-			break;
-		case 'L':
-			o->idle.log = optarg;
-			break;
-		case 'T':
-		case 'P':
-			errno = 0;
-			n = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || n < 0 ||
-			    n >= (c == 'T' ? VMM_MAX_CPUS : 1024))
-				return usage_error(c == 'T' ?
-					"--timekeeper '%s': expected a vCPU number" :
-					"--housekeeping-cpu '%s': expected a host "
-					"CPU number", optarg);
-			if (c == 'T')
-				o->idle.timekeeper = (int)n;
-			else
-				o->idle.housekeeping_cpu = (int)n;
-			break;
-		case 'K':
-			if (lapic_tick_policy_parse(optarg,
-					&o->machine.lapic_tick_policy))
-				return usage_error("--lapic-tick-policy '%s': "
-						   "expected honour, catchup or "
-						   "discard", optarg);
-			break;
-		case 'X':
-			errno = 0;
-			sec = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !(sec >= 0.01) ||
-			    sec > 3600)
-				return usage_error("--lapic-tick-max-hold '%s': "
-						   "expected seconds from 0.01 "
-						   "to 3600", optarg);
-			o->idle.max_hold_ns = (uint64_t)(sec * 1e9);
-			break;
-		case 'n':
-			if (check_name(optarg))
-				return usage_error("--name '%s': expected 1 to 80 "
-						   "bytes, no '/' and no control "
-						   "characters", optarg);
-			o->export.name = optarg;
-			break;
-		case 'u':
-			if (uuid_parse(optarg, uuid))
-				return usage_error("--uuid '%s': expected a uuid "
-						   "of 32 hex digits as 8-4-4-4-12, "
-						   "e.g. 0f4c1a2b-3c4d-5e6f-8a9b-"
-						   "0123456789ab", optarg);
-			o->export.uuid = uuid;
-			break;
-		case 'C':
-			if (!*optarg || strlen(optarg) >= CONTROL_PATH_MAX)
-				return usage_error("--control '%s': expected a "
-						   "socket path of at most 107 "
-						   "bytes, or none", optarg);
-			o->export.control = strcmp(optarg, "none") ? optarg : NULL;
-			o->export.control_explicit = true;
-			break;
-		case 'F':
-			if (!*optarg)
-				return usage_error("%s--metrics-file: expected a "
-						   "path", "");
-			o->export.metrics_file = optarg;
-			break;
-		case 'H':
-			if (!*optarg)
-				return usage_error("%s--hooks: expected a "
-						   "directory", "");
-			o->export.hooks_dir = optarg;
-			break;
-		case 'O':
-			if (hooks_parse_timeout(optarg, &o->export.hook_timeout_ns))
-				return usage_error("--hook-timeout '%s': "
-						   HOOKS_TIMEOUT_USAGE, optarg);
-			break;
-		case 'p':
-		case 'A':
-			errno = 0;
-			n = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || n < 0 ||
-			    n > 10000000)
-				return usage_error(c == 'p' ?
-					"--halt-poll-ns '%s': expected ns from 0 "
-					"to 10000000" : "--timer-advance-ns '%s': "
-					"expected ns from 0 to 10000000", optarg);
-			if (c == 'p')
-				o->machine.halt_poll_max_ns = (uint64_t)n;
-			else
-				o->machine.timer_advance_max_ns = (uint64_t)n;
-			break;
-		case 'V':
-			if (strcmp(optarg, "self") &&
-			    strcmp(optarg, "housekeeping"))
-				return usage_error("--vcpu-timers '%s': expected "
-						   "self or housekeeping", optarg);
-			o->machine.timers_on_housekeeping = *optarg == 'h';
-			break;
-		case 'I':
-			if (strcmp(optarg, "kvm-run") && strcmp(optarg, "ioctl"))
-				return usage_error("--interrupt-injection '%s': "
-						   "expected kvm-run or ioctl",
-						   optarg);
-			o->machine.inject_by_ioctl = *optarg == 'i';
-			break;
-		case 'l':
-			errno = 0;
-			n = strtol(optarg, &end, 10);
-			if (!strcmp(optarg, "off"))
-				o->sched_slice_ns = 0;
-			else if (errno || *end || end == optarg || n < 100 ||
-				 n > 100000)
-				return usage_error("--sched-slice-us '%s': "
-						   "expected us from 100 to 100000, "
-						   "or off", optarg);
-			else
-				o->sched_slice_ns = (uint64_t)n * 1000u;
-			break;
-		case 'g': /* read by conf_args_build */
-			break;
-		case 'v':
-			sysidle_version_print(stdout, "sysidle-vmm");
-			free(o->machine.modules);
-			exit(0);
-		case 'h':
-			fputs(usage_text, stdout);
-			free(o->machine.modules);
-			exit(0);
-		case ':':
-			return usage_error("option '%s' needs an argument",
-					   argv[optind - 1]);
-		default:
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
-		}
+	r = opt_parse(&parser, &prog, argc, argv, o);
+	if (r > 0) { /* --help, --version */
+		free(o->machine.modules);
+		exit(0);
 	}
-	if (o->idle.log && !o->idle.sysidle)
-		return usage_error("%s", "--sysidle-log needs --sysidle");
-	if (o->idle.max_hold_ns && (!o->idle.sysidle ||
-	    o->machine.lapic_tick_policy == LAPIC_TICK_HONOUR))
-		return usage_error("%s", "--lapic-tick-max-hold needs --sysidle "
-				   "and --lapic-tick-policy catchup or discard");
-	if (optind + 1 < argc)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
-	if (optind < argc)
-		o->machine.kernel = argv[optind];
-	else if (conf.positional)
-		o->machine.kernel = conf.positional; /* the file's "kernel" */
-	else
-		return usage_error("%s", "missing KERNEL");
+	if (r < 0 || check_options(o))
+		return VMM_EXIT_USAGE;
 	if (find_guest(o))
 		return VMM_EXIT_IMAGE;
 	return default_names(o);

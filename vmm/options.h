@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The VMM's command line and --config file: what they say for each
- * layer (vm_options), --help, --version. Used by main.c only.
+ * layer (vm_options), --help, --version, from one option table
+ * (options.c, on common/options_table.h). Used by main.c only.
  */
 #ifndef VMM_OPTIONS_H
 #define VMM_OPTIONS_H
@@ -18,17 +19,9 @@
 #define TIMER_ADVANCE_DEFAULT_NS 50000
 #define SCHED_SLICE_DEFAULT_US 100
 
-/* The opt-in devices of --device NAME (options.c). */
-struct optional_device {
-	const char *name;
-	int (*init)(struct vm *vm);
-};
-#define NR_OPTIONAL_DEVICES 3
-extern const struct optional_device optional_devices[NR_OPTIONAL_DEVICES];
-
 /* Everything the command line says, for each layer. */
 struct vm_options {
-	bool devices[NR_OPTIONAL_DEVICES]; /* --device, by optional_devices[] */
+	uint32_t devices_on; /* --device: bit (1 << index in device_table()) */
 	struct machine_config machine;
 	struct idle_config idle;
 	struct export_config export;

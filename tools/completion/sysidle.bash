@@ -1,47 +1,76 @@
 # bash completion for sysidle-vmm, sysidlectl, sysidle-libvirt,
 # sysidle-consolidate and sysidle-fleet. The options come from each
-# program's own --help, so they are never out of step with it; sysidlectl
-# also completes its commands and the names of the running VMs.
+# program itself, so they are never out of step with it: from its option
+# table (the hidden --list-options of sysidle-vmm and sysidle-libvirt: one
+# line per option, "--NAME ARG|- [VALUE]...", with the values of an option
+# that takes one of a fixed set), else from its --help; sysidlectl also
+# completes its commands and the names of the running VMs.
+# tests/tools/test_completion.py checks this against the option tables.
 
-# _sysidle_help PROG: PROG's --help, kept for the shell's lifetime.
-_sysidle_help()
+# _sysidle_cached KIND PROG ARG: PROG ARG's output, kept for the shell's
+# lifetime (empty when PROG fails).
+_sysidle_cached()
 {
-	local var="_sysidle_help_${1//[^A-Za-z0-9]/_}"
+	local var="_sysidle_${1}_${2//[^A-Za-z0-9]/_}"
 	if [[ -z ${!var+set} ]]; then
-		printf -v "$var" '%s' "$(LC_ALL=C "$1" --help 2>/dev/null)"
+		printf -v "$var" '%s' "$(LC_ALL=C "$2" "$3" 2>/dev/null)"
 	fi
 	printf '%s\n' "${!var}"
 }
 
-# _sysidle_options PROG: every long option --help names.
-_sysidle_options()
+# _sysidle_help PROG: PROG's --help.
+_sysidle_help()
 {
-	_sysidle_help "$1" | grep -o -- '--[a-z][a-z0-9-]*' | sort -u
+	_sysidle_cached help "$1" --help
 }
 
-# _sysidle_takes_arg PROG OPTION: whether the line of --help that
-# defines OPTION shows an argument ("  --opt ARG  text", "  --opt=ARG").
+# _sysidle_table PROG: PROG's option table (--list-options), or nothing.
+_sysidle_table()
+{
+	_sysidle_cached table "$1" --list-options | grep -- '^--'
+}
+
+# _sysidle_options PROG: every long option of the table, else of --help.
+_sysidle_options()
+{
+	if [[ -n $(_sysidle_table "$1") ]]; then
+		_sysidle_table "$1" | cut -d' ' -f1
+	else
+		_sysidle_help "$1" | grep -o -- '--[a-z][a-z0-9-]*' | sort -u
+	fi
+}
+
+# _sysidle_takes_arg PROG OPTION: whether OPTION takes an argument: its
+# table line names one, else the line of --help that defines it shows one
+# ("  --opt ARG  text", "  --opt=ARG").
 _sysidle_takes_arg()
 {
+	local line
+	if [[ -n $(_sysidle_table "$1") ]]; then
+		line=$(_sysidle_table "$1" | grep -m1 -- "^$2 ")
+		[[ -n $line && $(cut -d' ' -f2 <<<"$line") != - ]]
+		return
+	fi
 	_sysidle_help "$1" | grep -qE -- "^ +(-[A-Za-z], )?$2[ =][^ ]"
 }
 
-# _sysidle_argument OPTION CUR: complete OPTION's argument.
+# _sysidle_argument PROG OPTION CUR: complete OPTION's argument: the
+# values the table gives, else by the option's kind.
 _sysidle_argument()
 {
-	case $1 in
+	local values
+	values=$(_sysidle_table "$1" | grep -m1 -- "^$2 " | cut -s -d' ' -f3-)
+	if [[ -n $values ]]; then
+		mapfile -t COMPREPLY < <(compgen -W "$values" -- "$3")
+		return
+	fi
+	case $2 in
 	--dir | --hooks | --state-dir)
-		mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
+		mapfile -t COMPREPLY < <(compgen -d -- "$3") ;;
 	--policy)
-		mapfile -t COMPREPLY < <(compgen -W 'pack suspend pack,suspend' -- "$2") ;;
-	--vcpu-timers)
-		mapfile -t COMPREPLY < <(compgen -W 'self housekeeping' -- "$2") ;;
-	--interrupt-injection)
-		mapfile -t COMPREPLY < <(compgen -W 'kvm-run ioctl' -- "$2") ;;
-	--source)
-		mapfile -t COMPREPLY < <(compgen -W 'auto kvm proc libvirt' -- "$2") ;;
+		mapfile -t COMPREPLY < <(compgen -W 'pack suspend pack,suspend' -- "$3") ;;
 	*)
-		mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
+		mapfile -t COMPREPLY < <(compgen -f -- "$3") ;;
 	esac
 }
 
@@ -52,7 +81,7 @@ _sysidle_generic()
 
 	if ((COMP_CWORD > 1)) && [[ $prev == --* ]] &&
 		_sysidle_takes_arg "$1" "$prev"; then
-		_sysidle_argument "$prev" "$cur"
+		_sysidle_argument "$1" "$prev" "$cur"
 	elif [[ $cur == -* ]]; then
 		mapfile -t COMPREPLY < <(compgen -W "$(_sysidle_options "$1")" -- "$cur")
 	else
@@ -83,7 +112,7 @@ _sysidlectl()
 		esac
 	done
 	if [[ $prev == --* ]] && _sysidle_takes_arg "$1" "$prev"; then
-		_sysidle_argument "$prev" "$cur"
+		_sysidle_argument "$1" "$prev" "$cur"
 	elif [[ $cur == -* ]]; then
 		mapfile -t COMPREPLY < <(compgen -W "$(_sysidle_options "$1")" -- "$cur")
 	elif [[ -z $command ]]; then

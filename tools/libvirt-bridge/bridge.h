@@ -71,10 +71,16 @@ struct tracked {
 	char reason[160];        /* the latest scan's */
 };
 
-extern struct options opt;
-extern struct tracked **doms;
-extern size_t ndoms;
-extern unsigned int scans_done;
+/* The bridge: its options and the domains it tracks. main() holds the
+ * one there is and passes it to whoever needs it. */
+struct bridge {
+	struct options opt;
+	struct tracked **doms;   /* the domains seen, in no order */
+	size_t ndoms;
+	unsigned int scans_done; /* scans processed: 0 during the first */
+	char **unknown;          /* replay records naming no domain (warned) */
+	size_t nunknown;
+};
 
 /* sysidle-libvirt.c */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -83,26 +89,28 @@ void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t unix_ms(void);
 const char *lv_error(void);
 
-/* options.c: parse argv into opt; -1 after the message (exit 2). --help
- * exits 0. */
-int parse_options(int argc, char **argv);
+/* options.c: fills @o from the configuration file and @argv (the
+ * command line wins); -1 after the message (exit 2). --help and --version
+ * print and exit 0. The strings @o points to live as long as the process. */
+int parse_options(int argc, char **argv, struct options *o);
 
 /* domains.c */
 /* One scan: each active domain's machine fed, its changes published, the
  * domains gone unwatched and freed. */
-void process_scan(struct stats_scan *scan);
+void process_scan(struct bridge *b, struct stats_scan *scan);
 /* A replay record naming no libvirt domain: one warning per name. */
-void warn_unknown(const char *name);
+void warn_unknown(struct bridge *b, const char *name);
 /* --once: each domain's state. */
-void print_once(void);
+void print_once(const struct bridge *b);
 /* @t is no longer watched: a fully idle domain's "idle end", then
  * "stopped end" (@gone: the domain stopped) or "unwatched end" (it runs
  * on: the bridge stops). */
-void unwatch(struct tracked *t, const char *why, bool gone);
+void unwatch(const struct bridge *b, struct tracked *t, const char *why,
+	     bool gone);
 void tracked_free(struct tracked *t);
 /* After hook_queue_stop(): the dropped hook events, if any. */
 void report_dropped_hooks(void);
 /* At exit: what domains.c still holds. */
-void domains_free(void);
+void domains_free(struct bridge *b);
 
 #endif

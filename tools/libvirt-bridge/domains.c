@@ -18,11 +18,6 @@
 #include "monotonic.h"
 #include "publish.h"
 
-struct tracked **doms;
-size_t ndoms;
-unsigned int scans_done;      /* scans processed: 0 during the first */
-static char **unknown;        /* replay records naming no domain (warned) */
-static size_t nunknown;
 
 /* Buffers reused from scan to scan (grown, never shrunk, freed at exit):
  * a scan allocates nothing of its own for its bookkeeping. */
@@ -55,7 +50,8 @@ static struct hook_domain hook_dom(const struct tracked *t)
 
 /* @t's urn:sysidle:1 document for state @st since @since_unix_ms, with
  * the bridge's lease from now. */
-static struct sysidle_doc doc_of(const struct tracked *t,
+static struct sysidle_doc doc_of(const struct bridge *b,
+				 const struct tracked *t,
 				 enum sysidle_state st, uint64_t since_unix_ms)
 {
 	struct sysidle_doc doc = {
@@ -64,25 +60,26 @@ static struct sysidle_doc doc_of(const struct tracked *t,
 		.vcpus = t->ncpus,
 	};
 
-	lease_fill(&doc, unix_ms());
+	lease_fill(&b->opt, &doc, unix_ms());
 	return doc;
 }
 
-static struct tracked *tracked_get(const struct stats_domain *sd)
+static struct tracked *tracked_get(struct bridge *b,
+				   const struct stats_domain *sd)
 {
 	struct tracked *t, **d;
 
-	for (size_t i = 0; i < ndoms; i++)
-		if (!strcmp(doms[i]->uuid, sd->uuid))
-			return doms[i];
-	d = realloc(doms, (ndoms + 1) * sizeof(*d));
+	for (size_t i = 0; i < b->ndoms; i++)
+		if (!strcmp(b->doms[i]->uuid, sd->uuid))
+			return b->doms[i];
+	d = realloc(b->doms, (b->ndoms + 1) * sizeof(*d));
 	if (!d)
 		return NULL;
-	doms = d;
+	b->doms = d;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	t->first_scan = scans_done;
+	t->first_scan = b->scans_done;
 	t->di = domain_idle_new();
 	t->name = strdup(sd->name);
 	if (!t->di || !t->name) {
@@ -92,7 +89,7 @@ static struct tracked *tracked_get(const struct stats_domain *sd)
 		return NULL;
 	}
 	memcpy(t->uuid, sd->uuid, sizeof(t->uuid));
-	doms[ndoms++] = t;
+	b->doms[b->ndoms++] = t;
 	return t;
 }
 
@@ -108,9 +105,10 @@ void tracked_free(struct tracked *t)
 }
 
 /* @t's metadata: @st since t->since_unix_ms, leased from now. */
-static void set_metadata(struct tracked *t, enum sysidle_state st)
+static void set_metadata(const struct bridge *b, struct tracked *t,
+			 enum sysidle_state st)
 {
-	struct sysidle_doc doc = doc_of(t, st, t->since_unix_ms);
+	struct sysidle_doc doc = doc_of(b, t, st, t->since_unix_ms);
 	char *back;
 
 	if (!t->dom)
@@ -125,7 +123,7 @@ static void set_metadata(struct tracked *t, enum sysidle_state st)
 	}
 	t->meta_failed = false;
 	t->lease_until_ms = doc.valid_until_unix_ms;
-	if (opt.verbose && !opt.once) {
+	if (b->opt.verbose && !b->opt.once) {
 		back = publish_read_back(t->dom);
 		say("%s: metadata %s read back: %s", t->name, PUBLISH_NS,
 		    back ? back : lv_error());
@@ -135,16 +133,17 @@ static void set_metadata(struct tracked *t, enum sysidle_state st)
 
 /* A state published: the log line, the metadata (and, --verbose, what
  * libvirt then holds). */
-static void publish(struct tracked *t, enum sysidle_state st, const char *why)
+static void publish(const struct bridge *b, struct tracked *t,
+		    enum sysidle_state st, const char *why)
 {
 	if (st != t->published || !t->since_unix_ms)
 		t->since_unix_ms = unix_ms();
 	t->published = st;
 	if (st == SYSIDLE_FULL_NOTED)
 		t->noted_unix_ms = t->since_unix_ms;
-	if (!opt.once) /* --once: print_once says it all at the end */
+	if (!b->opt.once) /* --once: print_once says it all at the end */
 		say("%s: %s (%s)", t->name, sysidle_state_name(st), why);
-	set_metadata(t, st);
+	set_metadata(b, t, st);
 	metrics_changed();
 }
 
@@ -163,31 +162,33 @@ static const char *hook_xml(struct tracked *t)
 }
 
 /* The hooks of @t's change from @from to t->published. */
-static void hooks_change(struct tracked *t, enum sysidle_state from,
+static void hooks_change(const struct bridge *b, struct tracked *t,
+			 enum sysidle_state from,
 			 uint64_t full_idle_ms)
 {
 	struct hook_domain hd = hook_dom(t);
 	struct sysidle_doc doc;
 
-	if (opt.once || !hook_queue_active() ||
+	if (b->opt.once || !hook_queue_active() ||
 	    (from == SYSIDLE_FULL_NOTED) == (t->published == SYSIDLE_FULL_NOTED))
 		return;
-	doc = doc_of(t, t->published, t->since_unix_ms);
+	doc = doc_of(b, t, t->published, t->since_unix_ms);
 	publish_hooks_change(&hd, from, &doc, full_idle_ms, hook_xml(t));
 }
 
 /* @t is no longer watched: @gone, it stopped ("stopped end"); else the
  * bridge stops watching it while it runs ("unwatched end"). A fully idle
  * domain's idle period ends first. */
-void unwatch(struct tracked *t, const char *why, bool gone)
+void unwatch(const struct bridge *b, struct tracked *t, const char *why,
+	     bool gone)
 {
 	struct hook_domain hd = hook_dom(t);
 	struct sysidle_doc doc;
 	const char *xml;
 
-	if (!t->watched || opt.once)
+	if (!t->watched || b->opt.once)
 		return;
-	doc = doc_of(t, SYSIDLE_NOT, unix_ms());
+	doc = doc_of(b, t, SYSIDLE_NOT, unix_ms());
 	xml = !hook_queue_active() ? NULL : gone ? t->xml : hook_xml(t);
 	if (t->published == SYSIDLE_FULL_NOTED)
 		publish_hooks_change(&hd, SYSIDLE_FULL_NOTED, &doc,
@@ -200,15 +201,17 @@ void unwatch(struct tracked *t, const char *why, bool gone)
 }
 
 /* Renew @t's lease when a third of it is left. */
-static void lease_renew(struct tracked *t, uint64_t now_ms)
+static void lease_renew(const struct bridge *b, struct tracked *t,
+			uint64_t now_ms)
 {
-	if (t->watched && !opt.once && !t->meta_failed &&
-	    lease_due(t->lease_until_ms, now_ms))
-		set_metadata(t, t->published);
+	if (t->watched && !b->opt.once && !t->meta_failed &&
+	    lease_due(&b->opt, t->lease_until_ms, now_ms))
+		set_metadata(b, t, t->published);
 }
 
 /* One scan's result for one domain. */
-static void domain_scan(struct tracked *t, const struct stats_domain *sd,
+static void domain_scan(const struct bridge *b, struct tracked *t,
+			const struct stats_domain *sd,
 			uint64_t t_ns)
 {
 	struct vcpu_sample *buf = scratch(&scan_buf, sd->nvcpus + 1,
@@ -241,8 +244,8 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 			     "idle", t->name);
 		t->warned = true;
 		if (t->watched && t->published != SYSIDLE_NOT) {
-			publish(t, SYSIDLE_NOT, r.reason);
-			hooks_change(t, from, r.full_idle_ms);
+			publish(b, t, SYSIDLE_NOT, r.reason);
+			hooks_change(b, t, from, r.full_idle_ms);
 		}
 		return;
 	}
@@ -251,10 +254,10 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 		t->watched = true;
 		snprintf(why, sizeof(why), "watching %u vCPU%s; %s", r.ncpus,
 			 r.ncpus == 1 ? "" : "s", r.reason);
-		publish(t, r.to, why);
-		if (!opt.once && hook_queue_active()) {
+		publish(b, t, r.to, why);
+		if (!b->opt.once && hook_queue_active()) {
 			struct hook_domain hd = hook_dom(t);
-			struct sysidle_doc doc = doc_of(t, t->published,
+			struct sysidle_doc doc = doc_of(b, t, t->published,
 							t->since_unix_ms);
 
 			/* started: it appeared while the bridge watched;
@@ -264,13 +267,13 @@ static void domain_scan(struct tracked *t, const struct stats_domain *sd,
 					"started" : "watched", "begin", NULL,
 					&doc, hook_xml(t));
 		}
-		hooks_change(t, SYSIDLE_NOT, r.full_idle_ms);
+		hooks_change(b, t, SYSIDLE_NOT, r.full_idle_ms);
 		return;
 	}
 	if (r.to == from && !r.recreated)
 		return;
-	publish(t, r.to, r.reason);
-	hooks_change(t, from, r.full_idle_ms);
+	publish(b, t, r.to, r.reason);
+	hooks_change(b, t, from, r.full_idle_ms);
 }
 
 /* After hook_queue_stop(): say how many hook events were never run, so whoever
@@ -288,36 +291,36 @@ void report_dropped_hooks(void)
 }
 
 /* A replay record naming no libvirt domain: one warning per name. */
-void warn_unknown(const char *name)
+void warn_unknown(struct bridge *b, const char *name)
 {
 	char **u;
 
-	for (size_t i = 0; i < nunknown; i++)
-		if (!strcmp(unknown[i], name))
+	for (size_t i = 0; i < b->nunknown; i++)
+		if (!strcmp(b->unknown[i], name))
 			return;
-	u = realloc(unknown, (nunknown + 1) * sizeof(*u));
-	if (!u || !(u[nunknown] = strdup(name))) {
-		unknown = u ? u : unknown;
+	u = realloc(b->unknown, (b->nunknown + 1) * sizeof(*u));
+	if (!u || !(u[b->nunknown] = strdup(name))) {
+		b->unknown = u ? u : b->unknown;
 		return;
 	}
-	unknown = u;
-	nunknown++;
+	b->unknown = u;
+	b->nunknown++;
 	warn("--stats-file: no active libvirt domain '%s': its records are "
 	     "ignored", name);
 }
 
-/* Attach @t to its QEMU process for opt.source; false: it cannot, said
+/* Attach @t to its QEMU process for b->opt.source; false: it cannot, said
  * once (auto: libvirt's statistics meanwhile; kvm, proc: not watched
  * meanwhile), tried again every ATTACH_RETRY_MS (a QEMU still starting,
  * debugfs mounted later). */
-static bool host_attach(struct tracked *t)
+static bool host_attach(const struct bridge *b, struct tracked *t)
 {
 	uint64_t now = monotonic_ns();
 	char why[256];
 
 	if (t->host_failed && now < t->attach_retry_ns)
 		return false;
-	t->host = host_vm_attach(t->uuid, opt.source, "/proc",
+	t->host = host_vm_attach(t->uuid, b->opt.source, "/proc",
 				 STATS_KVM_DEBUGFS, why, sizeof(why));
 	if (t->host) {
 		say("%s: source %s (process %d, %u vCPU threads)", t->name,
@@ -327,14 +330,15 @@ static bool host_attach(struct tracked *t)
 		return true;
 	}
 	t->attach_retry_ns = now + ATTACH_RETRY_MS * 1000000ull;
-	if (!t->host_failed && opt.source == STATS_AUTO)
+	if (!t->host_failed && b->opt.source == STATS_AUTO)
 		warn("%s: source libvirt: %s; libvirt's vCPU statistics make "
 		     "QEMU wake every vCPU of the domain at every scan (tried "
 		     "again every %u s)", t->name, why, ATTACH_RETRY_MS / 1000);
 	else if (!t->host_failed)
 		warn("%s: --source %s: %s: not watched, never reported idle "
 		     "(tried again every %u s)", t->name,
-		     stats_kind_name(opt.source), why, ATTACH_RETRY_MS / 1000);
+		     stats_kind_name(b->opt.source), why,
+		     ATTACH_RETRY_MS / 1000);
 	t->host_failed = true;
 	return false;
 }
@@ -344,39 +348,40 @@ static bool host_attach(struct tracked *t)
  * the host sources cannot read). The replay's and --source libvirt's came
  * with the scan; a domain not running needs none; one --source kvm or
  * proc cannot read is left without samples (skipped). */
-static bool host_sample(struct tracked *t, struct stats_domain *sd)
+static bool host_sample(const struct bridge *b, struct tracked *t,
+			struct stats_domain *sd)
 {
 	char why[256];
 
-	if (opt.source == STATS_FILE || opt.source == STATS_LIBVIRT ||
-	    opt.remote || (sd->state != VIR_DOMAIN_RUNNING &&
+	if (b->opt.source == STATS_FILE || b->opt.source == STATS_LIBVIRT ||
+	    b->opt.remote || (sd->state != VIR_DOMAIN_RUNNING &&
 			   sd->state != VIR_DOMAIN_BLOCKED))
 		return true;
-	if (!t->host && !host_attach(t))
-		return opt.source != STATS_AUTO;
+	if (!t->host && !host_attach(b, t))
+		return b->opt.source != STATS_AUTO;
 	if (host_vm_sample(t->host, sd, why, sizeof(why)) == 0)
 		return true;
 	/* Restarted (a new QEMU process), or going: attach again. */
 	say("%s: %s: attaching again", t->name, why);
 	host_vm_free(t->host);
 	t->host = NULL;
-	if (!host_attach(t))
-		return opt.source != STATS_AUTO;
+	if (!host_attach(b, t))
+		return b->opt.source != STATS_AUTO;
 	return host_vm_sample(t->host, sd, why, sizeof(why)) == 0 ||
-	       opt.source != STATS_AUTO;
+	       b->opt.source != STATS_AUTO;
 }
 
 /* Not in the scan's list, but is @t's domain still running (a listing
  * that raced with something)? Only what libvirt says for sure counts:
  * "stopped" goes to the hooks only for a domain that stopped. */
-static bool still_active(struct tracked *t)
+static bool still_active(const struct bridge *b, struct tracked *t)
 {
-	if (!t->dom || opt.source == STATS_FILE)
+	if (!t->dom || b->opt.source == STATS_FILE)
 		return false; /* a replay's state.state=5: gone */
 	return virDomainIsActive(t->dom) == 1;
 }
 
-void process_scan(struct stats_scan *scan)
+void process_scan(struct bridge *b, struct stats_scan *scan)
 {
 	struct tracked **ts = scratch(&scan_ts, scan->n + 1, sizeof(*ts));
 	struct stats_domain **lv = scratch(&scan_lv, scan->n + 1, sizeof(*lv));
@@ -388,15 +393,15 @@ void process_scan(struct stats_scan *scan)
 		warn("scan: out of memory");
 		return;
 	}
-	for (i = 0; i < ndoms; i++)
-		doms[i]->seen = false;
+	for (i = 0; i < b->ndoms; i++)
+		b->doms[i]->seen = false;
 	for (i = 0; i < scan->n; i++) {
 		struct stats_domain *sd = &scan->doms[i];
 		struct tracked *t;
 
 		if (!stats_state_active(sd->state))
 			continue; /* shut off: gone, below */
-		t = tracked_get(sd);
+		t = tracked_get(b, sd);
 		if (!t) {
 			warn("%s: out of memory", sd->name);
 			continue;
@@ -414,7 +419,7 @@ void process_scan(struct stats_scan *scan)
 			virDomainFree(t->dom);
 		t->dom = sd->dom; /* the scan's reference, now ours */
 		ts[i] = t;
-		if (!host_sample(t, sd))
+		if (!host_sample(b, t, sd))
 			lv[nlv++] = sd;
 	}
 	/* The domains that only libvirt can tell about: one call for all. */
@@ -430,34 +435,34 @@ void process_scan(struct stats_scan *scan)
 		if (!ts[i])
 			continue;
 		scan->doms[i].dom = NULL; /* now ts[i]->dom */
-		domain_scan(ts[i], &scan->doms[i], scan->t_ns);
+		domain_scan(b, ts[i], &scan->doms[i], scan->t_ns);
 	}
 
 	now_ms = unix_ms();
-	for (i = j = 0; i < ndoms; i++) {
-		if (doms[i]->seen || still_active(doms[i])) {
-			lease_renew(doms[i], now_ms);
-			doms[j++] = doms[i];
+	for (i = j = 0; i < b->ndoms; i++) {
+		if (b->doms[i]->seen || still_active(b, b->doms[i])) {
+			lease_renew(b, b->doms[i], now_ms);
+			b->doms[j++] = b->doms[i];
 			continue;
 		}
-		unwatch(doms[i], "the domain is gone", true);
-		tracked_free(doms[i]);
+		unwatch(b, b->doms[i], "the domain is gone", true);
+		tracked_free(b->doms[i]);
 	}
-	ndoms = j;
-	scans_done++;
+	b->ndoms = j;
+	b->scans_done++;
 }
 
-void print_once(void)
+void print_once(const struct bridge *b)
 {
-	for (size_t i = 0; i < ndoms; i++) {
-		struct tracked *t = doms[i];
+	for (size_t i = 0; i < b->ndoms; i++) {
+		struct tracked *t = b->doms[i];
 
 		if (t->skipped)
 			printf("%s: SKIPPED (%s)\n", t->name, t->reason);
 		else
 			printf("%s: %s (%s)\n", t->name,
 			       sysidle_state_name(t->published), t->reason);
-		if (opt.verbose && t->watched && t->dom) {
+		if (b->opt.verbose && t->watched && t->dom) {
 			char *back = publish_read_back(t->dom);
 
 			printf("%s: metadata %s read back: %s\n", t->name,
@@ -465,20 +470,21 @@ void print_once(void)
 			free(back);
 		}
 	}
-	if (!ndoms)
+	if (!b->ndoms)
 		printf("no active domains\n");
 	fflush(stdout);
 }
 
-void domains_free(void)
+void domains_free(struct bridge *b)
 {
-	for (size_t i = 0; i < nunknown; i++)
-		free(unknown[i]);
-	free(unknown);
-	unknown = NULL;
-	nunknown = 0;
-	free(doms);
-	doms = NULL;
+	for (size_t i = 0; i < b->nunknown; i++)
+		free(b->unknown[i]);
+	free(b->unknown);
+	b->unknown = NULL;
+	b->nunknown = 0;
+	free(b->doms);
+	b->doms = NULL;
+	b->ndoms = 0;
 	free(scan_buf.p);
 	free(scan_ts.p);
 	free(scan_lv.p);

@@ -34,7 +34,7 @@ static uint64_t self_start_ticks(void)
 	return v;
 }
 
-void lease_init(void)
+void lease_init(const struct options *o)
 {
 	if (gethostname(writer.host, sizeof(writer.host) - 1) < 0 ||
 	    !writer.host[0])
@@ -46,19 +46,20 @@ void lease_init(void)
 			*c = '-';
 	/* --once: a snapshot whose writer is gone at once, by design: pid 0
 	 * says so, and only its lease counts. */
-	writer.pid = opt.once ? 0 : (uint64_t)getpid();
-	writer.start_ticks = opt.once ? 0 : self_start_ticks();
+	writer.pid = o->once ? 0 : (uint64_t)getpid();
+	writer.start_ticks = o->once ? 0 : self_start_ticks();
 }
 
-void lease_fill(struct sysidle_doc *doc, uint64_t now_ms)
+void lease_fill(const struct options *o, struct sysidle_doc *doc,
+		uint64_t now_ms)
 {
-	doc->valid_until_unix_ms = now_ms + opt.lease_s * 1000u;
+	doc->valid_until_unix_ms = now_ms + o->lease_s * 1000u;
 	doc->writer_pid = writer.pid;
 	doc->writer_start_ticks = writer.start_ticks;
 	memcpy(doc->writer_host, writer.host, sizeof(doc->writer_host));
 }
 
-bool lease_due(uint64_t until_ms, uint64_t now_ms)
+bool lease_due(const struct options *o, uint64_t until_ms, uint64_t now_ms)
 {
-	return now_ms + opt.lease_s * 1000u / 3 >= until_ms;
+	return now_ms + o->lease_s * 1000u / 3 >= until_ms;
 }

@@ -18,11 +18,16 @@
 
 #include "sysidle_doc.h"
 
-/* Once, at start: who this writer is. */
-void lease_init(void);
-/* @doc's writer and valid_until (@now_ms + --lease). */
-void lease_fill(struct sysidle_doc *doc, uint64_t now_ms);
-/* Is a lease valid until @until_ms due for renewal at @now_ms? */
-bool lease_due(uint64_t until_ms, uint64_t now_ms);
+struct options;
+
+/* Once, at start, before any other lease_*: who this writer is (@o:
+ * --once). */
+void lease_init(const struct options *o);
+/* @doc's writer and valid_until (@now_ms + @o's --lease). */
+void lease_fill(const struct options *o, struct sysidle_doc *doc,
+		uint64_t now_ms);
+/* Is a lease valid until @until_ms due for renewal at @now_ms (a third of
+ * @o's --lease left)? */
+bool lease_due(const struct options *o, uint64_t until_ms, uint64_t now_ms);
 
 #endif

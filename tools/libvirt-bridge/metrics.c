@@ -58,12 +58,13 @@ static void put_ms(FILE *f, uint64_t ms)
 /* Each watched domain's samples of one family; @what picks the value. */
 enum dom_value { V_STATE, V_SINCE, V_FULL, V_FULL_SINCE, V_PERIODS };
 
-static void dom_family(FILE *f, const char *name, const char *type,
+static void dom_family(const struct bridge *b, FILE *f, const char *name,
+		       const char *type,
 		       const char *help, enum dom_value what)
 {
 	prom_family(f, name, type, help);
-	for (size_t i = 0; i < ndoms; i++) {
-		const struct tracked *t = doms[i];
+	for (size_t i = 0; i < b->ndoms; i++) {
+		const struct tracked *t = b->doms[i];
 		bool full = t->published == SYSIDLE_FULL_NOTED;
 
 		if (!t->watched)
@@ -82,13 +83,13 @@ static void dom_family(FILE *f, const char *name, const char *type,
 	}
 }
 
-static void format(FILE *f, bool up)
+static void format(const struct bridge *b, FILE *f, bool up)
 {
 	uint64_t run, failed, dropped;
 	size_t watched = 0;
 
-	for (size_t i = 0; i < ndoms; i++)
-		watched += doms[i]->watched;
+	for (size_t i = 0; i < b->ndoms; i++)
+		watched += b->doms[i]->watched;
 	hook_queue_counts(&run, &failed, &dropped);
 	prom_family(f, "sysidle_libvirt_up", "gauge", UP_HELP);
 	fprintf(f, "sysidle_libvirt_up %d\n", up);
@@ -126,8 +127,8 @@ static void format(FILE *f, bool up)
 	prom_family(f, "sysidle_libvirt_domain_source", "gauge",
 	       "Where a watched domain's vCPU state comes from (source: "
 	       "kvm, proc, libvirt, file). Always 1.");
-	for (size_t i = 0; up && i < ndoms; i++) {
-		const struct tracked *t = doms[i];
+	for (size_t i = 0; up && i < b->ndoms; i++) {
+		const struct tracked *t = b->doms[i];
 
 		if (!t->watched)
 			continue;
@@ -135,28 +136,28 @@ static void format(FILE *f, bool up)
 		prom_label(f, t->name);
 		fprintf(f, "\",uuid=\"%s\",source=\"%s\"} 1\n", t->uuid,
 			stats_kind_name(t->host ? host_vm_kind(t->host) :
-					opt.source == STATS_FILE ? STATS_FILE :
+					b->opt.source == STATS_FILE ? STATS_FILE :
 					STATS_LIBVIRT));
 	}
 	if (!up)
 		return;
-	dom_family(f, "sysidle_vm_state", "gauge", "Idle state: 0 NOT, 1 "
+	dom_family(b, f, "sysidle_vm_state", "gauge", "Idle state: 0 NOT, 1 "
 		   "SHORT, 2 LONG, 3 FULL, 4 FULL_NOTED.", V_STATE);
-	dom_family(f, "sysidle_vm_state_since_timestamp_seconds", "gauge",
+	dom_family(b, f, "sysidle_vm_state_since_timestamp_seconds", "gauge",
 		   "Unix time of the last change of sysidle_vm_state.",
 		   V_SINCE);
-	dom_family(f, "sysidle_vm_full_idle", "gauge",
+	dom_family(b, f, "sysidle_vm_full_idle", "gauge",
 		   "1 while the domain is fully idle (FULL_NOTED), else 0.",
 		   V_FULL);
-	dom_family(f, "sysidle_vm_full_idle_since_timestamp_seconds", "gauge",
+	dom_family(b, f, "sysidle_vm_full_idle_since_timestamp_seconds", "gauge",
 		   "Unix time the current full-idle period began; 0 while "
 		   "not fully idle. Idle for: time() - this.", V_FULL_SINCE);
-	dom_family(f, "sysidle_vm_full_idle_periods_total", "counter",
+	dom_family(b, f, "sysidle_vm_full_idle_periods_total", "counter",
 		   "Full-idle periods begun since the bridge began watching "
 		   "the domain.", V_PERIODS);
 }
 
-void metrics_write(bool final)
+void metrics_write(const struct bridge *b, bool final)
 {
 	uint64_t now = unix_ms();
 	char *tmp = NULL;
@@ -164,24 +165,24 @@ void metrics_write(bool final)
 	FILE *f;
 	int fd;
 
-	if (!opt.metrics_file ||
+	if (!b->opt.metrics_file ||
 	    (!final && !m.dirty && now < m.written_ms + METRICS_PERIOD_MS))
 		return;
-	slash = strrchr(opt.metrics_file, '/');
+	slash = strrchr(b->opt.metrics_file, '/');
 	if (asprintf(&tmp, "%.*s.%s.XXXXXX",
-		     slash ? (int)(slash - opt.metrics_file + 1) : 0,
-		     opt.metrics_file,
-		     slash ? slash + 1 : opt.metrics_file) < 0)
+		     slash ? (int)(slash - b->opt.metrics_file + 1) : 0,
+		     b->opt.metrics_file,
+		     slash ? slash + 1 : b->opt.metrics_file) < 0)
 		return;
 	fd = mkstemp(tmp);
 	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (f) {
 		bool ok;
 
-		format(f, !final);
+		format(b, f, !final);
 		ok = fflush(f) == 0 && fsync(fd) == 0 && !ferror(f);
 		ok = fclose(f) == 0 && ok;
-		if (ok && rename(tmp, opt.metrics_file) == 0) {
+		if (ok && rename(tmp, b->opt.metrics_file) == 0) {
 			m.dirty = false;
 			m.failing = false;
 			m.written_ms = now;
@@ -193,14 +194,14 @@ void metrics_write(bool final)
 	}
 	if (!m.failing)
 		warn("--metrics-file '%s': %s (until it works again, not "
-		     "repeated)", opt.metrics_file, strerror(errno));
+		     "repeated)", b->opt.metrics_file, strerror(errno));
 	m.failing = true;
 	m.errors++;
 	unlink(tmp);
 	free(tmp);
 }
 
-void metrics_write_down(void)
+void metrics_write_down(const char *metrics_file)
 {
 	static const char text[] = "# HELP sysidle_libvirt_up " UP_HELP "\n"
 				   "# TYPE sysidle_libvirt_up gauge\n"
@@ -208,9 +209,9 @@ void metrics_write_down(void)
 	char tmp[PATH_MAX];
 	int fd, n;
 
-	if (!opt.metrics_file)
+	if (!metrics_file)
 		return;
-	n = snprintf(tmp, sizeof(tmp), "%s.down.%d", opt.metrics_file,
+	n = snprintf(tmp, sizeof(tmp), "%s.down.%d", metrics_file,
 		     (int)getpid());
 	if (n < 0 || (size_t)n >= sizeof(tmp))
 		return;
@@ -219,6 +220,6 @@ void metrics_write_down(void)
 		return;
 	n = (int)write(fd, text, sizeof(text) - 1);
 	if (close(fd) != 0 || n != (int)sizeof(text) - 1 ||
-	    rename(tmp, opt.metrics_file) != 0)
+	    rename(tmp, metrics_file) != 0)
 		unlink(tmp);
 }

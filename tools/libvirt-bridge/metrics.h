@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct bridge;
+
 #define METRICS_PERIOD_MS 10000
 
 /* A domain's state changed, or it came or went. */
@@ -21,13 +23,15 @@ void metrics_changed(void);
 void metrics_error(void);
 /* One scan done, in @ns; the interval now @interval_ms. */
 void metrics_scan(uint64_t ns, uint64_t interval_ms);
-/* After a scan: write the file if due (or @final: the last one, with
- * sysidle_libvirt_up 0). A failure is warned once until it works. */
-void metrics_write(bool final);
-/* The forced exit's file (stop.c: the signal thread, the main thread
- * anywhere): sysidle_libvirt_up 0 alone, so that nothing in it is left
- * claiming a state no longer followed. write(2) and rename(2) only: no
- * stdio, no lock the main thread may hold, no fsync that may block. */
-void metrics_write_down(void);
+/* After a scan: write @b's --metrics-file, its domains' states, if due
+ * (or @final: the last one, with sysidle_libvirt_up 0). A failure is
+ * warned once until it works. The main thread only. */
+void metrics_write(const struct bridge *b, bool final);
+/* The forced exit's @metrics_file (NULL: none; stop.c: the signal
+ * thread, the main thread anywhere): sysidle_libvirt_up 0 alone, so
+ * that nothing in it is left claiming a state no longer followed.
+ * write(2) and rename(2) only: no stdio, no lock the main thread may
+ * hold, no fsync that may block. */
+void metrics_write_down(const char *metrics_file);
 
 #endif

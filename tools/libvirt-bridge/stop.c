@@ -22,6 +22,7 @@ static struct {
 	int stop_efd;                /* readable once a stop was asked for */
 	int done_efd;                /* stop_finish(): the thread ends */
 	uint64_t grace_ns;
+	const char *metrics_file;    /* --metrics-file, NULL: none */
 	pthread_t thread;
 	bool started;
 	atomic_int signo;            /* the first stop signal, 0: none */
@@ -38,7 +39,7 @@ static void stop_force(const char *why)
 	warn_nowait("%s: %s, in the middle of %s: exiting now (metadata left "
 		    "behind stops counting when its lease runs out)", PROG,
 		    why, phase ? phase : "the stop");
-	metrics_write_down();
+	metrics_write_down(st.metrics_file);
 	_exit(STOP_FORCED_STATUS);
 }
 
@@ -93,7 +94,7 @@ static void *stop_thread(void *arg)
 	}
 }
 
-int stop_start(uint64_t grace_ns)
+int stop_start(uint64_t grace_ns, const char *metrics_file)
 {
 	sigset_t set;
 
@@ -103,6 +104,7 @@ int stop_start(uint64_t grace_ns)
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
 		return -1;
 	st.grace_ns = grace_ns;
+	st.metrics_file = metrics_file;
 	st.sigfd = signalfd(-1, &set, SFD_CLOEXEC);
 	st.stop_efd = eventfd(0, EFD_CLOEXEC);
 	st.done_efd = eventfd(0, EFD_CLOEXEC);

@@ -183,12 +183,12 @@ static bool wait_until(uint64_t deadline_ns)
 }
 
 /* Drop the connection and every domain reference from it. */
-static void disconnect(virConnectPtr *conn)
+static void disconnect(struct bridge *b, virConnectPtr *conn)
 {
-	for (size_t i = 0; i < ndoms; i++) {
-		if (doms[i]->dom)
-			virDomainFree(doms[i]->dom);
-		doms[i]->dom = NULL;
+	for (size_t i = 0; i < b->ndoms; i++) {
+		if (b->doms[i]->dom)
+			virDomainFree(b->doms[i]->dom);
+		b->doms[i]->dom = NULL;
 	}
 	stats_source_list_drop();
 	stop_phase("closing the connection to libvirt");
@@ -201,23 +201,23 @@ static void disconnect(virConnectPtr *conn)
 
 /* Connect, retrying with back-off (1 s, doubling, at most 60 s) until it
  * works or a stop signal comes. */
-static virConnectPtr connect_retry(void)
+static virConnectPtr connect_retry(const struct bridge *b)
 {
 	uint64_t backoff = BACKOFF_MIN_MS;
 	virConnectPtr conn;
 
 	while (!stopping()) {
 		stop_phase("connecting to libvirt");
-		conn = virConnectOpen(opt.uri);
+		conn = virConnectOpen(b->opt.uri);
 		if (conn) {
-			if (!opt.once && !opt.stats_file)
+			if (!b->opt.once && !b->opt.stats_file)
 				events_watch(conn);
 			return conn;
 		}
-		if (opt.once)
+		if (b->opt.once)
 			return NULL;
 		warn("cannot connect to libvirt '%s': %s; retrying in %" PRIu64
-		     " s", opt.uri, lv_error(), backoff / 1000);
+		     " s", b->opt.uri, lv_error(), backoff / 1000);
 		wait_until(monotonic_ns() + backoff * 1000000u);
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
 			  backoff * 2;
@@ -226,7 +226,8 @@ static virConnectPtr connect_retry(void)
 }
 
 /* One scan from the source; false when it failed (warned). */
-static bool get_scan(virConnectPtr conn, struct stats_file *sf,
+static bool get_scan(struct bridge *b, virConnectPtr conn,
+		     struct stats_file *sf,
 		     struct stats_scan *scan)
 {
 	int rc;
@@ -234,7 +235,7 @@ static bool get_scan(virConnectPtr conn, struct stats_file *sf,
 	stop_phase("a scan (libvirt's domain list or statistics)");
 	if (sf)
 		rc = stats_file_next(sf, conn, scan);
-	else if (opt.source == STATS_LIBVIRT || opt.remote)
+	else if (b->opt.source == STATS_LIBVIRT || b->opt.remote)
 		rc = stats_source_libvirt(conn, true, scan);
 	else /* kvm, proc: libvirt only for the list, when it changed */
 		rc = stats_source_list(conn, events_relist_due(monotonic_ns()),
@@ -244,42 +245,42 @@ static bool get_scan(virConnectPtr conn, struct stats_file *sf,
 	if (rc < 0)
 		return false;
 	for (size_t i = 0; sf && (u = stats_file_unmatched(sf, i)); i++)
-		warn_unknown(u);
+		warn_unknown(b, u);
 	return true;
 }
 
 /* The interval after a scan: doubled, up to --idle-interval, while every
  * watched domain is fully idle; --interval as soon as one is not. */
-static uint64_t next_interval(uint64_t cur_ns)
+static uint64_t next_interval(const struct bridge *b, uint64_t cur_ns)
 {
-	uint64_t max = opt.idle_interval_ms * 1000000u;
+	uint64_t max = b->opt.idle_interval_ms * 1000000u;
 	size_t watched = 0;
 
-	for (size_t i = 0; i < ndoms; i++) {
-		if (!doms[i]->watched)
+	for (size_t i = 0; i < b->ndoms; i++) {
+		if (!b->doms[i]->watched)
 			continue;
-		if (doms[i]->published != SYSIDLE_FULL_NOTED)
-			return opt.interval_ms * 1000000u;
+		if (b->doms[i]->published != SYSIDLE_FULL_NOTED)
+			return b->opt.interval_ms * 1000000u;
 		watched++;
 	}
-	if (!watched || opt.once)
-		return opt.interval_ms * 1000000u;
+	if (!watched || b->opt.once)
+		return b->opt.interval_ms * 1000000u;
 	return cur_ns * 2 > max ? max : cur_ns * 2;
 }
 
-static int run(struct stats_file *sf)
+static int run(struct bridge *b, struct stats_file *sf)
 {
 	virConnectPtr conn = NULL;
-	uint64_t interval_ns = opt.interval_ms * 1000000u, deadline, t0;
+	uint64_t interval_ns = b->opt.interval_ms * 1000000u, deadline, t0;
 	unsigned int scans = 0;
 	bool failing = false;
 	int status = 0;
 
-	conn = connect_retry();
+	conn = connect_retry(b);
 	if (!conn) {
-		if (opt.once && !stopping()) {
+		if (b->opt.once && !stopping()) {
 			fprintf(stderr, PROG ": cannot connect to libvirt '%s': "
-				"%s\n", opt.uri, lv_error());
+				"%s\n", b->opt.uri, lv_error());
 			return 1;
 		}
 		return 0;
@@ -289,23 +290,24 @@ static int run(struct stats_file *sf)
 		struct stats_scan scan;
 
 		if (!conn) {
-			conn = connect_retry();
+			conn = connect_retry(b);
 			if (!conn)
 				break;
-			say("%s: connected to libvirt '%s' again", PROG, opt.uri);
+			say("%s: connected to libvirt '%s' again", PROG,
+			    b->opt.uri);
 			deadline = monotonic_ns();
 		}
 		t0 = monotonic_ns();
-		if (get_scan(conn, sf, &scan)) {
+		if (get_scan(b, conn, sf, &scan)) {
 			failing = false;
 			stop_phase("publishing a scan (metadata, hooks)");
-			process_scan(&scan);
+			process_scan(b, &scan);
 			stats_scan_free(&scan);
 			scans++;
-			interval_ns = next_interval(interval_ns);
+			interval_ns = next_interval(b, interval_ns);
 			metrics_scan(monotonic_ns() - t0,
 				     interval_ns / 1000000u);
-			metrics_write(false);
+			metrics_write(b, false);
 		} else {
 			char why[512];
 
@@ -313,8 +315,8 @@ static int run(struct stats_file *sf)
 			snprintf(why, sizeof(why), "%s", lv_error());
 			if (virConnectIsAlive(conn) != 1) {
 				warn("lost the connection to libvirt '%s': %s; "
-				     "reconnecting", opt.uri, why);
-				disconnect(&conn);
+				     "reconnecting", b->opt.uri, why);
+				disconnect(b, &conn);
 				continue;
 			}
 			if (!failing)
@@ -322,9 +324,9 @@ static int run(struct stats_file *sf)
 				     "again, not repeated)", why);
 			failing = true;
 			metrics_error();
-			interval_ns = opt.interval_ms * 1000000u;
+			interval_ns = b->opt.interval_ms * 1000000u;
 		}
-		if (opt.once && scans >= 2)
+		if (b->opt.once && scans >= 2)
 			break;
 		if (sf && stats_file_done(sf)) {
 			say("%s: end of the --stats-file replay", PROG);
@@ -336,19 +338,19 @@ static int run(struct stats_file *sf)
 			deadline = monotonic_ns() + interval_ns;
 		wait_until(deadline);
 	}
-	if (opt.once) {
+	if (b->opt.once) {
 		if (scans)
-			print_once();
+			print_once(b);
 		else
 			status = 1;
 	}
 	stop_phase("removing the domains' metadata");
-	for (size_t i = 0; i < ndoms; i++) {
-		struct tracked *t = doms[i];
+	for (size_t i = 0; i < b->ndoms; i++) {
+		struct tracked *t = b->doms[i];
 		bool watched = t->watched;
 
-		unwatch(t, PROG " stopping", false);
-		if (watched && !opt.once && t->dom) {
+		unwatch(b, t, PROG " stopping", false);
+		if (watched && !b->opt.once && t->dom) {
 			if (publish_remove(t->dom) < 0)
 				warn("%s: cannot remove its metadata: %s",
 				     t->name, lv_error());
@@ -358,50 +360,52 @@ static int run(struct stats_file *sf)
 		}
 		tracked_free(t);
 	}
-	ndoms = 0;
-	metrics_write(true);
+	b->ndoms = 0;
+	metrics_write(b, true);
 	if (conn)
 		events_unwatch(conn);
 	events_stop();
-	disconnect(&conn);
+	disconnect(b, &conn);
 	return status;
 }
 
 int main(int argc, char **argv)
 {
+	static struct bridge bridge; /* its domains outlive nothing but main */
+	struct bridge *b = &bridge;
 	struct stats_file *sf = NULL;
 	char err[256];
 	int status;
 
 	journal_out = is_journal(stdout);
 	journal_err = is_journal(stderr);
-	if (parse_options(argc, argv) < 0)
+	if (parse_options(argc, argv, &b->opt) < 0)
 		return EXIT_USAGE;
-	lease_init();
+	lease_init(&b->opt);
 	/* Stop signals: read by a thread of their own (stop.c), blocked in
 	 * this thread and every thread started after (the hooks worker: its
 	 * hooks get a clean mask). */
 	signal(SIGPIPE, SIG_IGN);
-	if (stop_start(opt.stop_timeout_ns) < 0) {
+	if (stop_start(b->opt.stop_timeout_ns, b->opt.metrics_file) < 0) {
 		fprintf(stderr, PROG ": cannot start the stop thread: %s\n",
 			strerror(errno));
 		return 1;
 	}
-	if (opt.stats_file) {
+	if (b->opt.stats_file) {
 		bool stopped;
 
 		stop_phase("reading --stats-file");
-		sf = stats_file_open(opt.stats_file, stop_fd(), &stopped, err,
+		sf = stats_file_open(b->opt.stats_file, stop_fd(), &stopped, err,
 				     sizeof(err));
 		if (!sf && stopped) {
 			say("%s: signal %d: stopping (--stats-file '%s': %s)",
-			    PROG, stop_requested(), opt.stats_file, err);
+			    PROG, stop_requested(), b->opt.stats_file, err);
 			stop_finish();
 			return 0;
 		}
 		if (!sf) {
 			fprintf(stderr, PROG ": --stats-file '%s': %s\n",
-				opt.stats_file, err);
+				b->opt.stats_file, err);
 			return 1;
 		}
 	}
@@ -413,23 +417,24 @@ int main(int argc, char **argv)
 	/* Before the first connection: its lifecycle events then tell when
 	 * the domain list changed (the kvm and proc sources' scans ask
 	 * libvirt nothing otherwise). */
-	if (!opt.once && !opt.stats_file && opt.source != STATS_LIBVIRT &&
-	    !opt.remote)
+	if (!b->opt.once && !b->opt.stats_file &&
+	    b->opt.source != STATS_LIBVIRT &&
+	    !b->opt.remote)
 		events_start();
-	if (!opt.once &&
-	    hook_queue_start(&(struct hook_queue_config){ .dir = opt.hooks_dir,
-			.timeout_ns = opt.hook_timeout_ns,
+	if (!b->opt.once &&
+	    hook_queue_start(&(struct hook_queue_config){ .dir = b->opt.hooks_dir,
+			.timeout_ns = b->opt.hook_timeout_ns,
 			.thread_name = "sysidle-hooks", .warn = warn }) < 0) {
 		fprintf(stderr, PROG ": cannot start the hooks thread: %s\n",
 			strerror(errno));
 		return 1;
 	}
-	status = run(sf);
+	status = run(b, sf);
 	stop_phase("the last hooks");
 	hook_queue_stop();
 	stop_finish();
 	report_dropped_hooks();
 	stats_file_close(sf);
-	domains_free();
+	domains_free(b);
 	return status;
 }
