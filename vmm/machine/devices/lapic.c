@@ -253,6 +253,7 @@ static uint64_t lapic_reg_read(struct vcpu *v, uint32_t reg)
 	struct lapic *l = &v->lapic;
 	bool x2 = lapic_x2apic(l);
 
+	lapic_take_timer(l); /* an expiry shows in the IRR, as on hardware */
 	switch (reg) {
 	case APIC_REG_ID: return x2 ? l->id : l->id << APIC_ID_SHIFT;
 	case APIC_REG_VERSION:
@@ -295,6 +296,10 @@ static void lapic_reg_write(struct vcpu *v, uint32_t reg, uint64_t val,
 	bool x2 = lapic_x2apic(l);
 	uint32_t v32 = (uint32_t)val;
 
+	/* An expiry before this write is in the IRR, as on hardware: a
+	 * mask, a new mode or count does not take it back (nor bring a
+	 * stale one back later). */
+	lapic_take_timer(l);
 	switch (reg) {
 	case APIC_REG_ID: if (!x2) l->id = v32 >> APIC_ID_SHIFT; break;
 	case APIC_REG_TPR: l->tpr = v32 & APIC_PRIORITY_MASK; break;
@@ -542,6 +547,7 @@ int lapic_msr_write(struct vcpu *v, uint32_t msr, uint64_t val)
 		if (!vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE))
 			return -1;
 		pthread_mutex_lock(&v->lock);
+		lapic_take_timer(&v->lapic); /* as lapic_reg_write */
 		lapic_timer_write_tsc_deadline(&v->lapic.timer, val);
 		pthread_mutex_unlock(&v->lock);
 		return 0;
