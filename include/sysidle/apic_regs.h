@@ -194,7 +194,8 @@ enum apic_delivery_mode {
  * polarity, remote IRR and trigger mode (LINT0/1 only), the mask; the
  * timer's mode in bits 18:17. */
 #define APIC_LVT_MASKED (1u << 16)
-#define APIC_LVT_TIMER_MODE (3u << 17)
+#define APIC_LVT_TIMER_MODE_SHIFT 17
+#define APIC_LVT_TIMER_MODE (3u << APIC_LVT_TIMER_MODE_SHIFT)
 #define APIC_LVT_TIMER_ONESHOT (0u << 17)
 #define APIC_LVT_TIMER_PERIODIC (1u << 17)
 #define APIC_LVT_TIMER_TSCDEADLINE (2u << 17)

@@ -3,6 +3,7 @@
  * The fakes fuzz-devices links in place of bus.c, msr.c, housekeeping.c,
  * the clock, kvm.c's guest_ptr and the vCPU loop (devices_fakes.h).
  */
+#include <assert.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -226,6 +227,14 @@ void vcpu_kick_for(struct vcpu *v, int reason)
 	fake_kicks++;
 }
 
+/* Every poster names a source there is, an IPI's sender in range. */
+void vcpu_kick_from(struct vcpu *v, int reason, int src, uint32_t detail)
+{
+	assert(wake_source_name(src));
+	assert(src != WAKE_SRC_IPI || detail < v->vm->ncpus);
+	vcpu_kick_for(v, reason);
+}
+
 void vcpu_kick(struct vcpu *v)
 {
 	vcpu_kick_for(v, 0);
@@ -247,9 +256,17 @@ void (*fake_reset_hook(void))(struct vcpu *v)
 	return reset_hook;
 }
 
+/* The reason this thread's kicks give: kept, as pause.c does. */
+static __thread enum pause_reason thread_reason;
+
 void pause_set_thread_reason(enum pause_reason reason)
 {
-	(void)reason;
+	thread_reason = reason;
+}
+
+enum pause_reason pause_thread_reason(void)
+{
+	return thread_reason;
 }
 
 void sleep_enter(struct vm *vm)

@@ -63,8 +63,8 @@ def wait_log(path, pattern, timeout=RUN_TIMEOUT, start=0):
 
 LOG_LINE = re.compile(r"^\d+\.\d{3} (state (NOT|SHORT|LONG|FULL|FULL_NOTED) -> "
                       r"(NOT|SHORT|LONG|FULL|FULL_NOTED)( vcpu \d+( force-exit)?"
-                      r"| scan)?|tick stopped|tick restarted missed=\d+|"
-                      r"VIOLATION .*)$")
+                      r"( by [a-z-]+( [a-z0-9 -]+)?)?| scan)?|tick stopped|"
+                      r"tick restarted missed=\d+|VIOLATION .*)$")
 
 
 def test_options():

@@ -35,6 +35,9 @@ struct vm_event {
 	uint64_t mono_ns;     /* when (CLOCK_MONOTONIC) */
 	uint64_t unix_ms;     /* when (wall clock) */
 	uint64_t full_idle_ns; /* leaving FULL_NOTED: how long it lasted */
+	int src;              /* ... what ended it (the machine's enum
+			       * wake_source), -1: not known */
+	uint32_t detail;      /* ... and its detail */
 	int reason;           /* VM_EV_RESUMED: enum pause_reason */
 	uint64_t paused_ns;   /* VM_EV_RESUMED: how long it was paused */
 };

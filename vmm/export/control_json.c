@@ -9,6 +9,7 @@
 
 #include "export/control.h"
 #include "machine/pause.h"
+#include "machine/wake_source.h"
 
 /* Seconds, as a JSON number with microsecond resolution. */
 static struct json_object *json_seconds(uint64_t ns)
@@ -99,6 +100,7 @@ struct json_object *control_status_json(const struct vm_status *st,
 	}
 	json_object_object_add(vm, "vcpus", vcpus);
 	json_object_object_add(vm, "counters", status_counters(st));
+	json_object_object_add(vm, "wake_sources", control_wake_json(st));
 	return vm;
 }
 
@@ -139,6 +141,15 @@ struct json_object *control_event_json(const struct vm_event *ev)
 	add_u64(o, "unix_ms", ev->unix_ms);
 	if (ev->from == SYSIDLE_FULL_NOTED)
 		add_u64(o, "full_idle_ms", ev->full_idle_ns / 1000000u);
+	if (ev->src >= 0 && wake_source_name(ev->src)) {
+		char what[48];
+
+		wake_source_describe(ev->src, ev->detail, what, sizeof(what));
+		json_object_object_add(o, "by", json_object_new_string(
+					       wake_source_name(ev->src)));
+		json_object_object_add(o, "by_detail",
+				       json_object_new_string(what));
+	}
 	return o;
 }
 

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "base/event.h"
+#include "idle/idle.h"
 
 struct pollfd;
 
@@ -38,6 +39,12 @@ struct vcpu_status {
 	bool halted;               /* blocked on HLT, or waiting for SIPI */
 	uint64_t halt_exits;       /* KVM_EXIT_HLT count */
 	uint64_t ticks_suppressed; /* pv ticks counted missed, not delivered */
+	/* wake-ups from HLT by source (the machine's enum wake_source): in
+	 * all, in the last minute (over recent_span_ns), the last one's
+	 * detail */
+	uint64_t wakeups[IDLE_WAKE_SOURCES], recent[IDLE_WAKE_SOURCES];
+	uint32_t detail[IDLE_WAKE_SOURCES];
+	uint64_t recent_span_ns;
 };
 
 /* A snapshot of the whole VM. Counters are monotonic; fields are read one by
@@ -63,6 +70,7 @@ struct vm_status {
 	uint64_t hk_wakeups;       /* all housekeeping thread wake-ups */
 	uint64_t halt_exits;       /* sum over the vCPUs */
 	uint64_t force_exits, violations, scans, tick_restarts;
+	uint64_t full_exits_by[IDLE_WAKE_SOURCES]; /* FULL_NOTED ended by */
 	uint64_t events_dropped;   /* events the export thread lost */
 	uint64_t watch_dropped;    /* events not sent to slow watchers */
 	uint64_t hooks_run, hooks_failed, hooks_dropped;

@@ -27,6 +27,7 @@
 
 #include "base/file.h"
 #include "export/export.h"
+#include "machine/wake_source.h"
 #include "promtext.h"
 
 /* The start of a sample line: NAME{vm="...",uuid="..." (the caller closes
@@ -80,6 +81,35 @@ static uint64_t vcpu_halted(const struct vcpu_status *v)
 static uint64_t vcpu_halt_exits(const struct vcpu_status *v)
 {
 	return v->halt_exits;
+}
+
+/* The wake-up counters by source (the machine's enum wake_source): of
+ * each vCPU from HLT, and of the ends of full idle. */
+static void put_wake_sources(FILE *f, const struct vm_status *st)
+{
+	prom_family(f, "sysidle_vcpu_wakeups_total", "counter",
+		    "Wake-ups of the vCPU from HLT by what woke it (source: "
+		    "lapic-timer, pv-tick, ipi, device, serial-input, kick, "
+		    "signal, other), as of the last write of this file; "
+		    "sources that never woke it are left out.");
+	for (unsigned int i = 0; i < st->ncpus; i++)
+		for (int w = 0; w < WAKE_SOURCES; w++) {
+			if (!st->vcpus[i].wakeups[w])
+				continue;
+			put_sample(f, "sysidle_vcpu_wakeups_total", st);
+			fprintf(f, ",vcpu=\"%u\",source=\"%s\"} %" PRIu64 "\n",
+				st->vcpus[i].id, wake_source_name(w),
+				st->vcpus[i].wakeups[w]);
+		}
+	prom_family(f, "sysidle_vm_full_idle_exits_total", "counter",
+		    "Ends of full idle (changes from FULL_NOTED to NOT) by "
+		    "what ended them (source, as sysidle_vcpu_wakeups_total; "
+		    "signal: SIGUSR2, kick: the control socket's kick).");
+	for (int w = 0; w < WAKE_SOURCES; w++) {
+		put_sample(f, "sysidle_vm_full_idle_exits_total", st);
+		fprintf(f, ",source=\"%s\"} %" PRIu64 "\n", wake_source_name(w),
+			st->full_exits_by[w]);
+	}
 }
 
 /* The file's text, into @f. @st: a whole snapshot (vm_status_read);
@@ -143,6 +173,7 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		  "its start-up IPI, or paused), else 0.", st, vcpu_halted);
 	put_vcpus(f, "sysidle_vcpu_halt_exits_total", "counter",
 		  "HLT exits of the vCPU (KVM_EXIT_HLT).", st, vcpu_halt_exits);
+	put_wake_sources(f, st);
 
 	put_vm_u64(f, "sysidle_ticks_suppressed_total", "counter",
 		   "Paravirtual ticks not delivered to halted vCPUs (counted "

@@ -105,6 +105,17 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 		s->halted = vcpu_is_halted(v);
 		idle_vcpu_pvtick(v, &pv);
 		s->ticks_suppressed = pv.suppressed;
+		for (int w = 0; w < WAKE_SOURCES; w++) {
+			/* relaxed: the vCPU thread's counters, a snapshot */
+			s->wakeups[w] = atomic_load_explicit(
+				&v->stats.wakes.total[w], memory_order_relaxed);
+			s->detail[w] = atomic_load_explicit(
+				&v->stats.wakes.detail[w], memory_order_relaxed);
+			s->recent[w] = wake_tally_recent(&v->stats.wakes, w, now,
+							 &s->recent_span_ns);
+		}
+		if (s->recent_span_ns > st->uptime_ns) /* a young VM */
+			s->recent_span_ns = st->uptime_ns;
 		st->halt_exits += s->halt_exits;
 		st->ticks_suppressed += s->ticks_suppressed;
 	}
@@ -123,6 +134,7 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 	st->violations = is.violations;
 	st->scans = is.scans;
 	st->tick_restarts = is.tick_restarts;
+	memcpy(st->full_exits_by, is.full_exits_by, sizeof(st->full_exits_by));
 	pause_read_status(&pz);
 	st->paused = pz.paused;
 	st->pauses = pz.pauses;

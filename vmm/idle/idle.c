@@ -82,6 +82,7 @@ int idle_init(struct vm *vm, const struct idle_config *o)
 	atomic_init(&idle.tk_state, TK_BUSY);
 	atomic_init(&idle.tk_period, HK_TICK_DEFAULT_NS);
 	atomic_init(&idle.force_req, false);
+	atomic_init(&idle.force_src, -1);
 	for (unsigned int i = 0; i < vm->ncpus; i++) {
 		atomic_init(&idle.vcpus[i].idle_seq, 1); /* running */
 		atomic_init(&idle.vcpus[i].woke_ns, 0);
@@ -97,6 +98,9 @@ int idle_init(struct vm *vm, const struct idle_config *o)
 	vm->idle = idle_vcpu_ops();
 	return 0;
 }
+
+_Static_assert(IDLE_WAKE_SOURCES == WAKE_SOURCES,
+	       "idle.h counts the machine's wake sources");
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -127,6 +131,8 @@ void idle_get_stats(struct idle_stats *st)
 	st->violations = stat_read(&idle.violations);
 	st->scans = stat_read(&idle.scans);
 	st->tick_restarts = stat_read(&idle.restarts);
+	for (int s = 0; s < WAKE_SOURCES; s++)
+		st->full_exits_by[s] = stat_read(&idle.full_exits_by[s]);
 	st->hold_releases = stat_read(&idle.hold_releases);
 	st->log_lines_dropped = idle.log_dropped_total;
 	st->lat_count = idle.lat_count;
@@ -169,6 +175,8 @@ void idle_read_status(struct idle_status *st, uint64_t uptime_ns,
 	st->violations = stat_read(&idle.violations);
 	st->scans = stat_read(&idle.scans);
 	st->tick_restarts = stat_read(&idle.restarts);
+	for (int s = 0; s < WAKE_SOURCES; s++)
+		st->full_exits_by[s] = stat_read(&idle.full_exits_by[s]);
 }
 
 /* Any thread. */

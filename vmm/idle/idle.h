@@ -15,6 +15,9 @@
 struct vcpu;
 struct vm;
 
+/* The machine's WAKE_SOURCES (machine/wake_source.h), checked there. */
+#define IDLE_WAKE_SOURCES 8
+
 struct idle_config {
 	bool sysidle;            /* --sysidle */
 	const char *log;         /* --sysidle-log FILE, "-": stderr */
@@ -49,6 +52,9 @@ struct idle_status {
 	uint64_t full_idle_done_ns; /* in FULL_NOTED, the periods ended only */
 	uint64_t full_idle_periods;
 	uint64_t force_exits, violations, scans, tick_restarts;
+	/* exits from FULL_NOTED by what ended them (the machine's enum
+	 * wake_source) */
+	uint64_t full_exits_by[IDLE_WAKE_SOURCES];
 };
 void idle_read_status(struct idle_status *st, uint64_t uptime_ns,
 		      uint64_t now);
@@ -76,6 +82,7 @@ struct idle_stats {
 	uint64_t tick_restarts;
 	uint64_t hold_releases;      /* held LAPIC ticks released in full idle */
 	uint64_t log_lines_dropped;  /* --sysidle-log lines not written */
+	uint64_t full_exits_by[IDLE_WAKE_SOURCES]; /* as idle_status's */
 };
 /* After the housekeeping thread has stopped. */
 void idle_get_stats(struct idle_stats *st);

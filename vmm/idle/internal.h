@@ -59,6 +59,8 @@ static inline uint64_t stat_read(_Atomic uint64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
+#define FORCE_SRC(src, detail) ((int64_t)(detail) << 8 | (int64_t)(src))
+
 struct idle_layer {
 	bool enabled;
 	struct vm *vm;
@@ -80,9 +82,12 @@ struct idle_layer {
 	 * (idle_emit_pending_locked). */
 	struct {
 		bool valid;
-		int from, cpu;
+		int from, cpu, src;
+		uint32_t detail;
 		uint64_t now, full_idle_ns;
 	} pend;
+	/* Exits from FULL_NOTED by what ended them (enum wake_source) */
+	_Atomic uint64_t full_exits_by[WAKE_SOURCES]; /* stat_inc */
 	char logq[16384];
 	size_t logq_len;
 	uint64_t log_dropped;     /* lines the queue had no room for */
@@ -96,6 +101,15 @@ struct idle_layer {
 	uint8_t tk_vector;          /* its tick's vector (timekeeper only) */
 	bool tk_rearm;              /* ... a one-shot re-armed (timekeeper only) */
 	atomic_bool force_req;
+	/* What a force-exit request is put down to, stored before
+	 * force_req: an outside one's source (a kick, SIGUSR2), or what
+	 * woke the timekeeper that did more than its tick; as
+	 * FORCE_SRC(source, detail), -1: none. The housekeeping thread
+	 * takes it into force_src_now / force_detail_now for the change
+	 * the force-exit makes. */
+	_Atomic int64_t force_src;
+	int force_src_now;
+	uint32_t force_detail_now;
 	/* Under the timekeeper vCPU's lock: its LAPIC tick may be held back
 	 * (set by idle_stop, cleared by idle_restart; tk_halt holds it once
 	 * the ticks a CATCHUP still owes are in). */
@@ -148,7 +162,7 @@ bool idle_suppress_tick(const struct vcpu *v);
 bool tk_tick(const struct vcpu *v, uint8_t *vector, uint64_t *period);
 bool tk_tick_holdable(const struct vcpu *v);
 bool tk_busy(uint64_t tk, uint64_t now);
-bool tk_set_busy(void);
+bool tk_set_busy(const struct vcpu *v);
 void tk_halt(struct vcpu *v, bool plain, uint64_t now);
 bool tk_wake(struct vcpu *v, bool plain, uint64_t now);
 void tk_exit(struct vcpu *v);

@@ -89,7 +89,8 @@ static bool pvtick_post(struct vcpu *v, enum pause_reason reason)
 		return false;
 	lapic_set_irr(l, t->vector, false);
 	t->delivered++;
-	vcpu_kick_for(v, reason);
+	vcpu_kick_from(v, reason, reason == PAUSE_REASON_KICK ? WAKE_SRC_KICK :
+		       WAKE_SRC_PVTICK, t->vector);
 	return true;
 }
 

@@ -108,11 +108,27 @@ static void idle_tick_arm(uint64_t prev, uint64_t now)
 static void idle_restart(void);
 static void idle_hk_kick(void);
 
-/* Housekeeping thread: the only caller of sysidle_force_exit. */
+/* Housekeeping thread: the only caller of sysidle_force_exit. What the
+ * change it makes is put down to: the request's source (a kick,
+ * SIGUSR2), else the timekeeper's last wake-up (it did more than its
+ * tick: what woke it). */
 static void idle_force_exit(void)
 {
 	struct idle_layer *idle = idle_layer();
+	struct vcpu *t = &idle->vm->vcpus[idle->tk];
+	/* seq_cst RMW: pairs with the store in idle_force_request, made
+	 * before its store of force_req (which our caller took). */
+	int64_t req = atomic_exchange(&idle->force_src, -1);
+	int src = req < 0 ? -1 : (int)(req & 0xff);
 
+	idle->force_detail_now = req < 0 ? 0 : (uint32_t)(req >> 8);
+	if (src < 0 && sysidle_state(idle->s) == SYSIDLE_FULL_NOTED) {
+		pthread_mutex_lock(&t->lock);
+		src = t->wake_src;
+		idle->force_detail_now = t->wake_detail;
+		pthread_mutex_unlock(&t->lock);
+	}
+	idle->force_src_now = src;
 	idle->in_force = true;
 	sysidle_force_exit(idle->s);
 	idle->in_force = false;
@@ -413,15 +429,24 @@ void idle_kick_due(struct vcpu *v, bool halting)
 	iv->kick_due_ns = 0;
 }
 
-void idle_external_kick(void)
+/* Any thread: a force-exit from outside, put down to @src. */
+static void idle_force_request(int src)
 {
 	struct idle_layer *idle = idle_layer();
 
 	if (!idle->enabled)
 		return;
+	/* seq_cst store: pairs with the exchange in idle_force_exit, which
+	 * follows the exchange of force_req stored below. */
+	atomic_store(&idle->force_src, FORCE_SRC(src, 0));
 	/* seq_cst store: pairs with the exchange in idle_hk_kick. */
 	atomic_store(&idle->force_req, true);
 	housekeeping_kick();
+}
+
+void idle_external_kick(void)
+{
+	idle_force_request(WAKE_SRC_SIGNAL);
 }
 
 /* Any thread (the control socket's "kick"): wake the timekeeper vCPU with
@@ -440,7 +465,7 @@ void idle_kick_timekeeper(void)
 	pthread_mutex_lock(&t->lock);
 	pvtick_deliver_now(t);
 	pthread_mutex_unlock(&t->lock);
-	idle_external_kick();
+	idle_force_request(WAKE_SRC_KICK);
 }
 
 /* Main thread, from idle_init: the housekeeping thread's hooks (always:

@@ -45,7 +45,7 @@ bool tk_busy(uint64_t tk, uint64_t now)
 
 /* Timekeeper thread: it did more than take its tick. Returns true when
  * the housekeeping thread must be kicked to force the exit. */
-bool tk_set_busy(void)
+bool tk_set_busy(const struct vcpu *v)
 {
 	struct idle_layer *idle = idle_layer();
 
@@ -55,6 +55,10 @@ bool tk_set_busy(void)
 	atomic_store(&idle->tk_state, TK_BUSY);
 	if (sysidle_state(idle->s) <= SYSIDLE_SHORT)
 		return false; /* nothing to reset; the next tick sees BUSY */
+	/* seq_cst store: pairs with the exchange in idle_force_exit, which
+	 * follows the exchange of force_req stored below; what woke @v
+	 * (its lock held) is what the force-exit is put down to. */
+	atomic_store(&idle->force_src, FORCE_SRC(v->wake_src, v->wake_detail));
 	/* seq_cst store: pairs with the exchange in idle_hk_kick/idle_step. */
 	atomic_store(&idle->force_req, true);
 	return true;
@@ -115,7 +119,7 @@ void tk_halt(struct vcpu *v, bool plain, uint64_t now)
 	uint64_t tk = atomic_load_explicit(&idle->tk_state,
 					   memory_order_relaxed);
 
-	if (tk > TK_BUSY && !plain && now - tk > period && tk_set_busy())
+	if (tk > TK_BUSY && !plain && now - tk > period && tk_set_busy(v))
 		housekeeping_kick(); /* back in HLT too late */
 	/* Took only its tick: still idle since before. Else: */
 	if (!(tk > TK_BUSY && now - tk <= period))
@@ -154,7 +158,7 @@ bool tk_wake(struct vcpu *v, bool plain, uint64_t now)
 		atomic_store(&idle->tk_state, now > TK_BUSY ? now : 2);
 		return false;
 	}
-	kick = tk_set_busy();
+	kick = tk_set_busy(v);
 	idle_vcpu(v)->tick_unarmed |= pvtick_resume_unarmed(v);
 	return kick;
 }
@@ -206,7 +210,7 @@ void tk_exit(struct vcpu *v)
 	if (ok && now_ns() - tk > atomic_load_explicit(&idle->tk_period,
 						       memory_order_relaxed))
 		ok = false; /* its window outlived a period: more than a tick */
-	if (!ok && tk_set_busy())
+	if (!ok && tk_set_busy(v))
 		housekeeping_kick();
 }
 
@@ -228,7 +232,7 @@ void tk_inject(struct vcpu *v, int vector)
 	if ((int)v->id != idle->tk || tk <= TK_BUSY)
 		return;
 	if (vector != idle->tk_vector) {
-		if (tk_set_busy())
+		if (tk_set_busy(v))
 			housekeeping_kick();
 		return;
 	}

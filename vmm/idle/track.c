@@ -59,27 +59,35 @@ static void idle_check_violation(enum sysidle_state to, uint64_t now)
 	}
 }
 
-/* idle.lock held: the event of a change, and its log line. */
+/* idle.lock held: the event of a change, and its log line; @src and
+ * @detail: what ended FULL_NOTED (enum wake_source, -1: not that). */
 static void idle_emit_locked(enum sysidle_state from, enum sysidle_state to,
-			     int cpu, uint64_t now, uint64_t full_idle_ns)
+			     int cpu, uint64_t now, uint64_t full_idle_ns,
+			     int src, uint32_t detail)
 {
 	struct idle_layer *idle = idle_layer();
+	char by[48] = "";
 
 	event_post(&(struct vm_event){
 		.kind = VM_EV_STATE, .from = from, .to = to, .cpu = cpu,
 		.mono_ns = now,
 		.unix_ms = mono_to_unix_ms(now),
 		.full_idle_ns = full_idle_ns,
+		.src = src, .detail = detail,
 	});
+	if (src >= 0) {
+		memcpy(by, " by ", 4);
+		wake_source_describe(src, detail, by + 4, sizeof(by) - 4);
+	}
 	if (to != SYSIDLE_NOT)
 		idle_log_locked(now, "state %s -> %s", sysidle_state_name(from),
 				sysidle_state_name(to));
 	else if (cpu >= 0)
-		idle_log_locked(now, "state %s -> NOT vcpu %d",
-				sysidle_state_name(from), cpu);
+		idle_log_locked(now, "state %s -> NOT vcpu %d%s",
+				sysidle_state_name(from), cpu, by);
 	else if (idle->in_force)
-		idle_log_locked(now, "state %s -> NOT vcpu %d force-exit",
-				sysidle_state_name(from), idle->tk);
+		idle_log_locked(now, "state %s -> NOT vcpu %d force-exit%s",
+				sysidle_state_name(from), idle->tk, by);
 	else
 		idle_log_locked(now, "state %s -> NOT scan",
 				sysidle_state_name(from));
@@ -93,7 +101,8 @@ void idle_emit_pending_locked(void)
 		return;
 	idle->pend.valid = false;
 	idle_emit_locked(idle->pend.from, SYSIDLE_NOT, idle->pend.cpu,
-			 idle->pend.now, idle->pend.full_idle_ns);
+			 idle->pend.now, idle->pend.full_idle_ns,
+			 idle->pend.src, idle->pend.detail);
 }
 
 /* on_transition: any thread; see sysidle_transition_fn. Lock order:
@@ -107,8 +116,24 @@ void idle_transition(void *arg, enum sysidle_state from,
 {
 	struct idle_layer *idle = idle_layer();
 	uint64_t full_idle_ns;
+	uint32_t detail = 0;
+	int src = -1;
 
 	(void)arg;
+	/* What ended full idle: the vCPU's wake-up (its own thread, its lock
+	 * held: the wake path), or the force-exit's request. */
+	if (from == SYSIDLE_FULL_NOTED && to == SYSIDLE_NOT && cpu >= 0) {
+		src = idle->vm->vcpus[cpu].wake_src;
+		detail = idle->vm->vcpus[cpu].wake_detail;
+	} else if (from == SYSIDLE_FULL_NOTED && to == SYSIDLE_NOT &&
+		   idle->in_force) {
+		src = idle->force_src_now;
+		detail = idle->force_detail_now;
+	}
+	if (src >= 0 && src < WAKE_SOURCES)
+		stat_inc(&idle->full_exits_by[src]);
+	else
+		src = -1;
 	pthread_mutex_lock(&idle->lock);
 	idle_emit_pending_locked(); /* events keep the order of the changes */
 	if (to == SYSIDLE_FULL || to == SYSIDLE_FULL_NOTED)
@@ -133,8 +158,10 @@ void idle_transition(void *arg, enum sysidle_state from,
 		idle->pend.cpu = cpu;
 		idle->pend.now = now;
 		idle->pend.full_idle_ns = full_idle_ns;
+		idle->pend.src = src;
+		idle->pend.detail = detail;
 	} else {
-		idle_emit_locked(from, to, cpu, now, full_idle_ns);
+		idle_emit_locked(from, to, cpu, now, full_idle_ns, src, detail);
 	}
 	idle->changed_ns = now;
 	idle->cur = to;

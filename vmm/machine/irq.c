@@ -7,11 +7,26 @@
 #include <pthread.h>
 #include "machine/devices/devices.h"
 #include "machine/irq.h"
+#include "machine/pause.h"
 #include "machine/vcpu.h"
 #include "machine/vm.h"
 
+/* What woke @t, for its wake-up's source: serial input (the UART's
+ * thread), an IPI from @src, or a device's interrupt. */
+static void irq_kick(struct vcpu *t, struct vcpu *src, int detail)
+{
+	enum pause_reason reason = pause_thread_reason();
+
+	if (reason == PAUSE_REASON_INPUT)
+		vcpu_kick_from(t, reason, WAKE_SRC_SERIAL, (uint32_t)detail);
+	else if (src)
+		vcpu_kick_from(t, reason, WAKE_SRC_IPI, src->id);
+	else
+		vcpu_kick_from(t, reason, WAKE_SRC_DEVICE, (uint32_t)detail);
+}
+
 /* Caller holds t->lock. */
-static void irq_post(struct vcpu *t, const struct irq_msg *m)
+static void irq_post(struct vcpu *t, struct vcpu *src, const struct irq_msg *m)
 {
 	switch (m->mode) {
 	case APIC_DM_FIXED:
@@ -38,7 +53,10 @@ static void irq_post(struct vcpu *t, const struct irq_msg *m)
 	default:
 		return; /* SMI, ExtINT: not supported */
 	}
-	vcpu_kick(t);
+	if (m->mode == APIC_DM_INIT || m->mode == APIC_DM_STARTUP)
+		vcpu_kick_from(t, pause_thread_reason(), WAKE_SRC_OTHER, 0);
+	else
+		irq_kick(t, src, m->vector);
 }
 
 /*
@@ -79,7 +97,7 @@ void irq_send(struct vm *vm, struct vcpu *src, const struct irq_msg *m)
 		pthread_mutex_lock(&t->lock);
 		hit = irq_targets(m, src, t);
 		if (hit)
-			irq_post(t, m);
+			irq_post(t, src, m);
 		pthread_mutex_unlock(&t->lock);
 		if (hit && m->mode == APIC_DM_LOWEST)
 			return;
@@ -131,7 +149,7 @@ void irq_extint_kick(struct vm *vm)
 	bsp = &vm->vcpus[0];
 	pthread_mutex_lock(&bsp->lock);
 	if (irq_extint_accepted(bsp))
-		vcpu_kick(bsp);
+		irq_kick(bsp, NULL, WAKE_DETAIL_EXTINT);
 	pthread_mutex_unlock(&bsp->lock);
 }
 

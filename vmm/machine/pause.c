@@ -104,7 +104,7 @@ static void post_locked(int kind, int reason, uint64_t now, uint64_t paused)
 	event_post(&(struct vm_event){
 		.kind = kind, .from = -1, .to = -1, .cpu = -1, .mono_ns = now,
 		.unix_ms = mono_to_unix_ms(now), .reason = reason,
-		.paused_ns = paused,
+		.paused_ns = paused, .src = -1,
 	});
 	event_notify();
 }

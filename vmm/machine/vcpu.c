@@ -80,7 +80,7 @@ static void vcpu_kick_run(struct vcpu *v)
 }
 
 /* Caller holds v->lock and has just posted an event for @v. */
-void vcpu_kick_for(struct vcpu *v, int reason)
+void vcpu_kick_from(struct vcpu *v, int reason, int src, uint32_t detail)
 {
 	v->wake_reason = (uint8_t)reason;
 	/* release: pairs with the acquire loads of a polling HLT
@@ -88,12 +88,27 @@ void vcpu_kick_for(struct vcpu *v, int reason)
 	atomic_fetch_add_explicit(&v->wake_seq, 1, memory_order_release);
 	if (pause_pending()) /* the VM is paused or pausing: this resumes it */
 		pause_wake((enum pause_reason)reason);
-	if (v->state == VCPU_HALTED && !v->wake_posted_ns)
+	if (v->state == VCPU_HALTED && !v->wake_posted_ns) {
 		v->wake_posted_ns = now_ns();
+		v->wake_src = (uint8_t)src;
+		v->wake_detail = detail;
+	}
 	if (v->state != VCPU_RUNNING)
 		pthread_cond_signal(&v->wake);
 	else if (atomic_load(&v->in_run)) /* pairs with the store before the injection check in vcpu_run_once, under v->lock as here */
 		vcpu_kick_run(v);
+}
+
+/* A poster that does not name its source: the pause reason's. */
+void vcpu_kick_for(struct vcpu *v, int reason)
+{
+	int src = WAKE_SRC_OTHER;
+
+	if (reason == PAUSE_REASON_INPUT)
+		src = WAKE_SRC_SERIAL;
+	else if (reason == PAUSE_REASON_KICK)
+		src = WAKE_SRC_KICK;
+	vcpu_kick_from(v, reason, src, 0);
 }
 
 void vcpu_kick(struct vcpu *v)

@@ -17,6 +17,7 @@
 #include "base/housekeeping.h"
 #include "machine/devices/lapic.h"
 #include "machine/halt_rules.h"
+#include "machine/wake_source.h"
 
 #define VCPU_EXIT_REASONS 64 /* counters kept for exit_reason < 64 */
 /* The struct of type @type whose @member is at @p (a struct vcpu from its
@@ -57,6 +58,7 @@ struct vcpu_stats {
 	/* waits ended by their timer advance (the lead learned from them),
 	 * by class of the sleep (halt_rules.h timer_advance_class) */
 	uint64_t timer_advance_wakes[TIMER_ADVANCE_CLASSES];
+	struct wake_tally wakes; /* wake-ups from HLT, by source */
 };
 
 struct vcpu {
@@ -85,6 +87,11 @@ struct vcpu {
 	 * the lock: a polling HLT (vcpu_halt.c) watches it without the lock. */
 	atomic_uint wake_seq;
 	uint64_t wake_posted_ns; /* first event posted while HALTED, or 0 */
+	/* What woke it last (enum wake_source, and its detail): set by the
+	 * first event posted while HALTED, OTHER for a wake-up with none;
+	 * kept until the next wake-up (the idle layer reads it then) */
+	uint8_t wake_src;
+	uint32_t wake_detail;
 	struct lapic lapic;
 	/* The LAPIC timer's host timer (vcpu_timer.c): on the housekeeping
 	 * thread (timer_hk), or served by this vCPU's own thread
@@ -163,6 +170,9 @@ void vcpus_nudge(struct vm *vm);
  * vcpu_kick() gives this thread's reason (pause_set_thread_reason). */
 void vcpu_kick(struct vcpu *v);
 void vcpu_kick_for(struct vcpu *v, int reason);
+/* The same, naming the event's source (enum wake_source) and its detail:
+ * the first one posted while @v is halted is what woke it. */
+void vcpu_kick_from(struct vcpu *v, int reason, int src, uint32_t detail);
 /* vcpu_timer.c, @v's thread: how near a LAPIC timer deadline it serves
  * itself before its next KVM_RUN rather than handing it to the
  * housekeeping thread (0: timers stay there, --vcpu-timers housekeeping). */

@@ -236,6 +236,12 @@ enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 	}
 	valid = vcpu_has_wake_event(v);
 	t1 = now_ns();
+	if (valid && v->wake_posted_ns) { /* woken by an event: its source */
+		wake_tally_add(&v->stats.wakes, v->wake_src, v->wake_detail, t1);
+	} else { /* pending already, or no event: not known */
+		v->wake_src = WAKE_SRC_OTHER;
+		v->wake_detail = 0;
+	}
 	vcpu_timer_wait_end(v, t1, vcpu_timer_keep_ns(v));
 	if (idle)
 		kick = idle->wake(v, false);

@@ -87,7 +87,9 @@ static void timer_cancel(struct lapic_timer *t, bool quiet)
 /* Lock held: the timer's expiry is pending, for the vCPU to take. */
 static void timer_kick(struct lapic_timer *t)
 {
-	vcpu_kick_for(timer_vcpu(t), PAUSE_REASON_TIMER);
+	vcpu_kick_from(timer_vcpu(t), PAUSE_REASON_TIMER, WAKE_SRC_LAPIC_TIMER,
+		       (lapic_timer_read_lvt(t) & APIC_LVT_TIMER_MODE) >>
+		       APIC_LVT_TIMER_MODE_SHIFT);
 }
 
 static const struct lapic_timer_ops vcpu_timer_ops = {

@@ -46,6 +46,15 @@ int vcpu_set_kvm_apic_base(struct vcpu *v, uint64_t val)
 }
 
 void vcpu_kick_for(struct vcpu *v, int reason) { (void)v; (void)reason; }
+int kick_src = -1;
+uint32_t kick_detail;
+void vcpu_kick_from(struct vcpu *v, int reason, int src, uint32_t detail)
+{
+	(void)v;
+	(void)reason;
+	kick_src = src;
+	kick_detail = detail;
+}
 
 void hk_timer_init(struct hk_timer *t, hk_fire_fn fire)
 {
@@ -94,6 +103,7 @@ struct vcpu *fake_vcpu_new(struct vm *vm, struct machine_config *cfg,
 	fake_vcpu_self = NULL;
 	fake_now = 1000000;
 	sends = 0;
+	kick_src = -1;
 	kvm_apic_base = 0;
 	timer_armed = 0;
 	vcpu_timer_init(v);

@@ -16,6 +16,8 @@ extern struct irq_msg last_msg;    /* ... and the last one's message */
 extern uint64_t kvm_apic_base;     /* vcpu_set_kvm_apic_base() */
 extern hk_fire_fn timer_fire;      /* hk_timer_init()'s callback */
 extern uint64_t timer_armed;       /* the deadline armed, 0: none */
+extern int kick_src;               /* vcpu_kick_from()'s last source ... */
+extern uint32_t kick_detail;       /* ... and detail */
 extern struct vcpu *fake_vcpu_self; /* vcpu_current() */
 extern uint8_t fake_ram[FAKE_RAM_SIZE]; /* guest_ptr() */
 

@@ -298,6 +298,9 @@ START_TEST(oneshot_to_periodic_keeps_count)
 	fake_now += 400000;
 	ck_assert_uint_eq(timer_armed, fake_now);
 	timer_fire(&v->timer_hk, timer_armed);
+	/* the kick names its source: the LAPIC timer, in periodic mode */
+	ck_assert_int_eq(kick_src, WAKE_SRC_LAPIC_TIMER);
+	ck_assert_uint_eq(kick_detail, 1);
 	ck_assert_int_eq(pending(), 0xee);
 	fake_now += 1000;
 	ck_assert_uint_eq(mmio_read(APIC_REG_TIMER_CCR), 999000);
@@ -420,6 +423,27 @@ START_TEST(self_timer_near_deadline_kept)
 }
 END_TEST
 
+/* An expiry not yet taken when the guest masks and stops the timer is in
+ * the IRR already, as on hardware; it never comes back with a later mode
+ * (a stale tick taken as a TSC deadline's, early). */
+START_TEST(expiry_before_mask_stays_in_irr)
+{
+	timer_setup(APIC_LVT_TIMER_PERIODIC, 100000);
+	fake_now += 100000;
+	timer_fire(&v->timer_hk, timer_armed); /* marked pending, not taken */
+	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_MASKED |
+		   APIC_LVT_TIMER_PERIODIC | 0xee);
+	mmio_write(APIC_REG_TIMER_ICR, 0);
+	ck_assert_uint_eq(mmio_read(APIC_REG_IRR + 7 * APIC_REG_STRIDE),
+			  1u << (0xee % 32));
+	ck_assert_int_eq(pending(), 0xee);
+	lapic_accept(&v->lapic, 0xee);
+	lapic_eoi_write(v);
+	mmio_write(APIC_REG_LVT_TIMER, APIC_LVT_TIMER_TSCDEADLINE | 0xee);
+	ck_assert_int_eq(pending(), -1);
+}
+END_TEST
+
 START_TEST(tsc_deadline_switch_clears)
 {
 	uint64_t val = 1;
@@ -462,6 +486,7 @@ static Suite *lapic_suite(void)
 	tcase_add_test(tc, periodic_to_oneshot_keeps_count);
 	tcase_add_test(tc, expired_oneshot_stays_zero);
 	tcase_add_test(tc, tsc_deadline_switch_clears);
+	tcase_add_test(tc, expiry_before_mask_stays_in_irr);
 	tcase_add_test(tc, self_timer_served_in_hlt);
 	tcase_add_test(tc, self_timer_back_to_housekeeping);
 	tcase_add_test(tc, self_timer_periodic_and_moved);
