@@ -154,6 +154,33 @@ def test_rates():
           "exit %s\n%s" % (rc, "\n".join(read_lines(prom))))
 
 
+def test_housekeeping():
+    """The same VM with its LAPIC timers on the housekeeping thread and
+    --sysidle: that thread's wake-ups are put down to the LAPIC timer (at
+    its rate) and to its own tick (the VM is never idle: vCPU 2 spins)."""
+    use_script("busy-hk", BUSY_VM)
+    sock = os.path.join(TMP, "hk.sock")
+    vm = Vm(["--cpus", "3", "--sysidle", "--vcpu-timers", "housekeeping",
+             "--control", sock, KERNEL], stop_timeout=20)
+
+    def hk(st, reason):
+        rows = (st or {}).get("wake_sources", {}).get("housekeeping", [])
+        return next((r for r in rows if r["reason"] == reason), {})
+
+    def settled():
+        st = vmmtest.status(sock)
+        return st if hk(st, "lapic-timer").get("total", 0) >= \
+            3 * TIMER_HZ else None
+    st = poll_until(settled, 30)
+    t, tick = hk(st, "lapic-timer"), hk(st, "housekeeping-tick")
+    check(abs(t.get("per_second", 0) - TIMER_HZ) <= TIMER_HZ * 0.2 and
+          tick.get("per_second", 0) >= 100,
+          "housekeeping thread: woken by the LAPIC timer %s/s, by its own "
+          "tick %s/s" % (t.get("per_second"), tick.get("per_second")),
+          json.dumps((st or {}).get("wake_sources")))
+    check(vm.stop() == 143, "SIGTERM: 143", vm.err)
+
+
 def ends_by(log):
     """The sources of the --sysidle-log's ends of full idle, in order."""
     return [m.group(1) for m in (re.search(r"FULL_NOTED -> NOT .* by (.*)$",
@@ -224,6 +251,7 @@ def test_full_idle_ends():
 if __name__ == "__main__":
     try:
         test_rates()
+        test_housekeeping()
         test_full_idle_ends()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)

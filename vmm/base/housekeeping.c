@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "base/housekeeping.h"
+#include "base/rate_window.h"
 #include "base/sched.h"
 #include "base/time.h"
 
@@ -35,12 +36,64 @@ static struct {
 	pthread_t thread;
 	bool started;
 	void (*on_start)(void), (*on_kick)(void);
+	/* the names of hk_timer_set_name, by slot: 0 "kick", 1 "other";
+	 * filled before the thread starts */
+	const char *kind_name[HK_WAKE_KINDS];
+	unsigned int nkinds;
 	/* housekeeping thread only: */
 	_Atomic uint64_t wakeups, timer_wakeups; /* read by status snapshots */
+	_Atomic uint64_t by_kind[HK_WAKE_KINDS];
+	_Atomic uint32_t epoch[RATE_BUCKETS];
+	_Atomic uint32_t count[RATE_BUCKETS][HK_WAKE_KINDS];
 	uint64_t kicks, fired;
 	atomic_int tid;
 } hk = { .lock = PTHREAD_MUTEX_INITIALIZER, .armed_ns = UINT64_MAX,
-	 .timer_fd = -1, .stop_fd = -1, .kick_fd = -1 };
+	 .timer_fd = -1, .stop_fd = -1, .kick_fd = -1,
+	 .kind_name = { "kick", "other" }, .nkinds = 2 };
+
+#define HK_KIND_KICK 0
+#define HK_KIND_OTHER 1
+
+void hk_timer_set_name(struct hk_timer *t, const char *name)
+{
+	unsigned int k;
+
+	for (k = 0; k < hk.nkinds; k++)
+		if (!strcmp(hk.kind_name[k], name))
+			break;
+	if (k == hk.nkinds && !hk.started && k < HK_WAKE_KINDS)
+		hk.kind_name[hk.nkinds++] = name;
+	t->kind = k < hk.nkinds ? k : HK_KIND_OTHER;
+}
+
+/* Housekeeping thread: one wake-up, put down to slot @k. */
+static void hk_count_wakeup(unsigned int k, uint64_t now)
+{
+	relaxed_inc64(&hk.by_kind[k]);
+	rate_window_add(hk.epoch, &hk.count[0][0], HK_WAKE_KINDS, k, now);
+}
+
+unsigned int housekeeping_wakeups_by(struct hk_wake_count *out,
+				     unsigned int max, uint64_t now)
+{
+	unsigned int n = 0;
+
+	for (unsigned int k = 0; k < hk.nkinds && n < max; k++) {
+		/* relaxed: the housekeeping thread's counters, a snapshot */
+		uint64_t total = atomic_load_explicit(&hk.by_kind[k],
+						      memory_order_relaxed);
+
+		if (!total)
+			continue;
+		out[n].name = hk.kind_name[k];
+		out[n].total = total;
+		out[n].recent = rate_window_recent(hk.epoch, &hk.count[0][0],
+						   HK_WAKE_KINDS, k, now,
+						   &out[n].span_ns);
+		n++;
+	}
+	return n;
+}
 
 static void heap_swap(unsigned int a, unsigned int b)
 {
@@ -107,6 +160,7 @@ void hk_timer_init(struct hk_timer *t, hk_fire_fn fire)
 	t->deadline_ns = 0;
 	t->heap_idx = HK_NOT_QUEUED;
 	t->fire = fire;
+	t->kind = HK_KIND_OTHER;
 }
 
 /* hk.lock held: @t (re)queued at @deadline_ns; the host timer moves when
@@ -208,6 +262,8 @@ static void *housekeeping_thread(void *arg)
 			memory_order_relaxed);
 		if (fds[2].revents) {
 			hk.kicks++;
+			if (!fds[0].revents)
+				hk_count_wakeup(HK_KIND_KICK, now_ns());
 			if (read(hk.kick_fd, &buf, sizeof(buf)) < 0 &&
 			    errno != EAGAIN)
 				break;
@@ -233,6 +289,9 @@ static void *housekeeping_thread(void *arg)
 			heap_remove(hk.heap[0]);
 		}
 		pthread_mutex_unlock(&hk.lock);
+		/* the wake-up is the earliest due timer's (none: a timer
+		 * cancelled quietly after the host timer was set) */
+		hk_count_wakeup(nexp ? hk.expired[0]->kind : HK_KIND_OTHER, now);
 		/* Without hk.lock: a callback takes its vCPU lock (the lock
 		 * order is vCPU, then hk) and may re-arm its timer. */
 		for (unsigned int i = 0; i < nexp; i++)

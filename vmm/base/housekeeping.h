@@ -21,9 +21,15 @@ struct hk_timer {
 	uint64_t deadline_ns; /* guarded by the housekeeping lock */
 	unsigned int heap_idx;
 	hk_fire_fn fire;
+	unsigned int kind; /* its name's slot (hk_timer_set_name), 0: none */
 };
 
 void hk_timer_init(struct hk_timer *t, hk_fire_fn fire);
+/* Main thread, after hk_timer_init and before housekeeping_start: what
+ * the timer is for, a string as long-lived as the process; the wake-ups
+ * of the housekeeping thread are counted by it (housekeeping_wakeups_by).
+ * At most HK_WAKE_KINDS - 2 names; more are counted as "other". */
+void hk_timer_set_name(struct hk_timer *t, const char *name);
 void hk_timer_arm(struct hk_timer *t, uint64_t deadline_ns);
 void hk_timer_cancel(struct hk_timer *t);
 /* The same, and the host timer is moved off a deadline that is gone or
@@ -46,5 +52,18 @@ uint64_t housekeeping_wakeups(void);       /* all poll() returns */
 uint64_t housekeeping_timer_wakeups(void); /* ... with the timerfd due */
 uint64_t housekeeping_kicks(void);         /* ... with a kick */
 uint64_t housekeeping_timers_fired(void);
+
+/* The housekeeping thread's wake-ups by what woke it: "kick"
+ * (housekeeping_kick), the name of the earliest timer due at a timer
+ * wake-up, "other" (an unnamed timer). In all and in the last minute
+ * (base/rate_window.h, over @span_ns). */
+#define HK_WAKE_KINDS 12
+struct hk_wake_count {
+	const char *name;
+	uint64_t total, recent, span_ns;
+};
+/* Any thread: the kinds seen at least once, up to @max; how many. */
+unsigned int housekeeping_wakeups_by(struct hk_wake_count *out,
+				     unsigned int max, uint64_t now);
 
 #endif

@@ -32,15 +32,23 @@ static int row_cmp(const void *a, const void *b)
 	return x->src - y->src;
 }
 
+/* A rate with 3 decimals: @n events over @span_ns. */
+static struct json_object *per_second(uint64_t n, uint64_t span_ns)
+{
+	char rate[32];
+	double r = span_ns ? (double)n * 1e9 / (double)span_ns : 0;
+
+	snprintf(rate, sizeof(rate), "%.3f", r);
+	return json_object_new_double_s(r, rate);
+}
+
 static struct json_object *row_json(const struct wake_row *r,
 				    uint64_t span_ns)
 {
 	struct json_object *o = json_object_new_object();
-	char what[48], rate[32];
-	double per_s = span_ns ? (double)r->recent * 1e9 / (double)span_ns : 0;
+	char what[48];
 
 	wake_source_describe(r->src, r->detail, what, sizeof(what));
-	snprintf(rate, sizeof(rate), "%.3f", per_s);
 	json_object_object_add(o, "vcpu", json_object_new_int64(r->vcpu));
 	json_object_object_add(o, "source", json_object_new_string(
 				       wake_source_name(r->src)));
@@ -48,14 +56,36 @@ static struct json_object *row_json(const struct wake_row *r,
 	json_object_object_add(o, "total", json_object_new_uint64(r->total));
 	json_object_object_add(o, "last_minute",
 			       json_object_new_uint64(r->recent));
-	json_object_object_add(o, "per_second",
-			       json_object_new_double_s(per_s, rate));
+	json_object_object_add(o, "per_second", per_second(r->recent, span_ns));
 	return o;
 }
 
-/* {"full_idle_exits":{SOURCE:N,...},"window_s":S,"vcpus":[ROW,...]}:
- * every vCPU and source that woke it at least once. NULL when out of
- * memory. */
+/* [{"reason":NAME,"total":N,"last_minute":n,"per_second":x},...]: the
+ * housekeeping thread's wake-ups by what woke it. */
+static struct json_object *housekeeping_json(const struct vm_status *st)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (unsigned int i = 0; a && i < st->n_hk_by; i++) {
+		const struct hk_wake_count *c = &st->hk_by[i];
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "reason",
+				       json_object_new_string(c->name));
+		json_object_object_add(o, "total",
+				       json_object_new_uint64(c->total));
+		json_object_object_add(o, "last_minute",
+				       json_object_new_uint64(c->recent));
+		json_object_object_add(o, "per_second",
+				       per_second(c->recent, c->span_ns));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+/* {"full_idle_exits":{SOURCE:N,...},"window_s":S,"vcpus":[ROW,...],
+ * "housekeeping":[...]}: every vCPU and source that woke it at least
+ * once, and what woke the housekeeping thread. NULL when out of memory. */
 struct json_object *control_wake_json(const struct vm_status *st)
 {
 	struct json_object *w = json_object_new_object();
@@ -94,5 +124,6 @@ struct json_object *control_wake_json(const struct vm_status *st)
 	json_object_object_add(w, "window_s", json_object_new_double(
 				       (double)span / 1e9));
 	json_object_object_add(w, "vcpus", rows);
+	json_object_object_add(w, "housekeeping", housekeeping_json(st));
 	return w;
 }

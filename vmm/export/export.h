@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "base/event.h"
+#include "base/housekeeping.h"
 #include "idle/idle.h"
 
 struct pollfd;
@@ -71,6 +72,9 @@ struct vm_status {
 	uint64_t halt_exits;       /* sum over the vCPUs */
 	uint64_t force_exits, violations, scans, tick_restarts;
 	uint64_t full_exits_by[IDLE_WAKE_SOURCES]; /* FULL_NOTED ended by */
+	/* the housekeeping thread's wake-ups by what woke it */
+	struct hk_wake_count hk_by[HK_WAKE_KINDS];
+	unsigned int n_hk_by;
 	uint64_t events_dropped;   /* events the export thread lost */
 	uint64_t watch_dropped;    /* events not sent to slow watchers */
 	uint64_t hooks_run, hooks_failed, hooks_dropped;

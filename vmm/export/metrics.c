@@ -110,6 +110,17 @@ static void put_wake_sources(FILE *f, const struct vm_status *st)
 		fprintf(f, ",source=\"%s\"} %" PRIu64 "\n", wake_source_name(w),
 			st->full_exits_by[w]);
 	}
+	prom_family(f, "sysidle_housekeeping_wakeups_total", "counter",
+		    "Wake-ups of the VMM's housekeeping thread by what woke it "
+		    "(reason: kick, or the timer due: lapic-timer, pv-tick, "
+		    "housekeeping-tick, kick-backstop, hold-backstop, rtc, "
+		    "other), as of the last write of this file.");
+	for (unsigned int i = 0; i < st->n_hk_by; i++) {
+		put_sample(f, "sysidle_housekeeping_wakeups_total", st);
+		fprintf(f, ",reason=\"");
+		prom_label(f, st->hk_by[i].name);
+		fprintf(f, "\"} %" PRIu64 "\n", st->hk_by[i].total);
+	}
 }
 
 /* The file's text, into @f. @st: a whole snapshot (vm_status_read);

@@ -121,6 +121,10 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 	}
 	st->host_timer_wakeups = housekeeping_timer_wakeups();
 	st->hk_wakeups = housekeeping_wakeups();
+	st->n_hk_by = housekeeping_wakeups_by(st->hk_by, HK_WAKE_KINDS, now);
+	for (unsigned int i = 0; i < st->n_hk_by; i++)
+		if (st->hk_by[i].span_ns > st->uptime_ns)
+			st->hk_by[i].span_ns = st->uptime_ns;
 	idle_read_status(&is, st->uptime_ns, now);
 	st->sysidle = is.sysidle;
 	st->timekeeper = is.timekeeper;

@@ -305,6 +305,7 @@ int pvtick_init(struct vm *vm, bool (*suppress)(const struct vcpu *v))
 	for (unsigned int i = 0; i < vm->ncpus; i++) {
 		pt.ticks[i].vcpu = &vm->vcpus[i];
 		hk_timer_init(&pt.ticks[i].timer, pvtick_fire);
+		hk_timer_set_name(&pt.ticks[i].timer, "pv-tick");
 	}
 	vcpu_set_reset_hook(pvtick_reset);
 	return msr_register(MSR_SYSIDLE_PVTICK_HZ, MSR_SYSIDLE_PVTICK_MISSED,

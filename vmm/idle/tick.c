@@ -480,5 +480,8 @@ void idle_tick_setup(void)
 	hk_timer_init(&idle->tick, idle_tick_fire);
 	hk_timer_init(&idle->kick_backstop, idle_kick_backstop_fire);
 	hk_timer_init(&idle->hold_backstop, idle_hold_fire);
+	hk_timer_set_name(&idle->tick, "housekeeping-tick");
+	hk_timer_set_name(&idle->kick_backstop, "kick-backstop");
+	hk_timer_set_name(&idle->hold_backstop, "hold-backstop");
 	idle->tick_period = HK_TICK_DEFAULT_NS;
 }

@@ -116,6 +116,7 @@ void vcpu_timer_init(struct vcpu *v)
 	const struct machine_config *cfg = v->vm->cfg;
 
 	hk_timer_init(&v->timer_hk, timer_hk_fire);
+	hk_timer_set_name(&v->timer_hk, "lapic-timer");
 	lapic_timer_init(&v->lapic.timer, &vcpu_timer_ops,
 			 cfg ? cfg->lapic_tick_policy : LAPIC_TICK_HONOUR,
 			 vm_cpu_has(v->vm, CPU_F_TSC_DEADLINE));

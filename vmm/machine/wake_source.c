@@ -47,56 +47,21 @@ void wake_source_describe(int s, uint32_t detail, char *buf, size_t n)
 		snprintf(buf, n, "%s", name);
 }
 
-/* The thread's own counters: relaxed loads and stores, no RMW (one
- * writer). */
-static void relaxed_inc32(_Atomic uint32_t *p)
-{
-	atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed)
-			      + 1, memory_order_relaxed);
-}
-
 void wake_tally_add(struct wake_tally *t, int s, uint32_t detail,
 		    uint64_t now)
 {
-	uint32_t epoch = (uint32_t)(now >> WAKE_RATE_SHIFT) + 1;
-	unsigned int b = epoch % WAKE_RATE_BUCKETS;
-
 	if (s < 0 || s >= WAKE_SOURCES)
 		s = WAKE_SRC_OTHER;
+	relaxed_inc64(&t->total[s]);
 	/* relaxed: one writer; readers take a snapshot (wake_tally_recent) */
-	atomic_store_explicit(&t->total[s],
-		atomic_load_explicit(&t->total[s], memory_order_relaxed) + 1,
-		memory_order_relaxed);
 	atomic_store_explicit(&t->detail[s], detail, memory_order_relaxed);
-	if (atomic_load_explicit(&t->bucket[b].epoch,
-				 memory_order_relaxed) != epoch) {
-		for (int i = 0; i < WAKE_SOURCES; i++)
-			atomic_store_explicit(&t->bucket[b].count[i], 0,
-					      memory_order_relaxed);
-		atomic_store_explicit(&t->bucket[b].epoch, epoch,
-				      memory_order_relaxed);
-	}
-	relaxed_inc32(&t->bucket[b].count[s]);
+	rate_window_add(t->epoch, &t->count[0][0], WAKE_SOURCES,
+			(unsigned int)s, now);
 }
 
 uint64_t wake_tally_recent(const struct wake_tally *t, int s, uint64_t now,
 			   uint64_t *span_ns)
 {
-	uint32_t epoch = (uint32_t)(now >> WAKE_RATE_SHIFT) + 1;
-	uint64_t sum = 0, oldest;
-
-	for (unsigned int k = 0; k < WAKE_RATE_WINDOW && k < epoch; k++) {
-		uint32_t e = epoch - k;
-		unsigned int b = e % WAKE_RATE_BUCKETS;
-
-		/* relaxed: a snapshot of another thread's counters */
-		if (atomic_load_explicit(&t->bucket[b].epoch,
-					 memory_order_relaxed) == e)
-			sum += atomic_load_explicit(&t->bucket[b].count[s],
-						    memory_order_relaxed);
-	}
-	oldest = (uint64_t)(epoch > WAKE_RATE_WINDOW ?
-			    epoch - WAKE_RATE_WINDOW : 0) << WAKE_RATE_SHIFT;
-	*span_ns = now > oldest ? now - oldest : 0;
-	return sum;
+	return rate_window_recent(t->epoch, &t->count[0][0], WAKE_SOURCES,
+				  (unsigned int)s, now, span_ns);
 }

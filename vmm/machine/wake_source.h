@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/rate_window.h"
+
 /* The detail each source carries (wake_tally.detail). */
 enum wake_source {
 	WAKE_SRC_LAPIC_TIMER,  /* its LAPIC timer; detail: the LVT timer
@@ -40,22 +42,14 @@ void wake_source_describe(int s, uint32_t detail, char *buf, size_t n);
  * "tsc-deadline". */
 const char *wake_timer_mode_name(uint32_t mode);
 
-/* Buckets of 2^WAKE_RATE_SHIFT ns (4.3 s): the rate over the last minute
- * sums the WAKE_RATE_WINDOW newest, the current one included. */
-#define WAKE_RATE_SHIFT 32
-#define WAKE_RATE_BUCKETS 16
-#define WAKE_RATE_WINDOW 14
-
 /* One vCPU's wake-ups by source. Its own thread writes, under its lock;
  * any thread reads (relaxed atomics: a snapshot may mix the values just
- * before and just after a wake-up). */
+ * before and just after a wake-up). The last minute's: base/rate_window. */
 struct wake_tally {
 	_Atomic uint64_t total[WAKE_SOURCES];
 	_Atomic uint32_t detail[WAKE_SOURCES]; /* the last wake-up's */
-	struct {
-		_Atomic uint32_t epoch; /* now >> WAKE_RATE_SHIFT, plus 1 */
-		_Atomic uint32_t count[WAKE_SOURCES];
-	} bucket[WAKE_RATE_BUCKETS];
+	_Atomic uint32_t epoch[RATE_BUCKETS];
+	_Atomic uint32_t count[RATE_BUCKETS][WAKE_SOURCES];
 };
 
 /* The vCPU's thread: one wake-up from @s at @now. */

@@ -62,6 +62,12 @@ void hk_timer_init(struct hk_timer *t, hk_fire_fn fire)
 	t->heap_idx = HK_NOT_QUEUED;
 	timer_fire = fire;
 }
+/* Names only count the housekeeping thread's wake-ups: none here. */
+void hk_timer_set_name(struct hk_timer *t, const char *name)
+{
+	(void)t;
+	(void)name;
+}
 void hk_timer_arm(struct hk_timer *t, uint64_t d)
 {
 	t->heap_idx = 0;

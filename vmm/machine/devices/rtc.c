@@ -440,6 +440,7 @@ int rtc_init(struct vm *vm)
 
 	(void)vm;
 	hk_timer_init(&rtcdev.timer, rtc_timer_fire);
+	hk_timer_set_name(&rtcdev.timer, "rtc");
 	rtc_power_on(&rtcdev, now,
 		     (int64_t)(mono_to_unix_ms(now) * 1000000ull) - (int64_t)now);
 	return bus_register(BUS_PIO, 0x70, 2, rtc_io, NULL);
