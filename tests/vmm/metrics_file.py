@@ -41,6 +41,7 @@ FAMILIES = {
     "sysidle_vm_full_idle_since_timestamp_seconds": ("gauge", VM),
     "sysidle_vm_full_idle_seconds_total": ("counter", VM),
     "sysidle_vm_full_idle_periods_total": ("counter", VM),
+    "sysidle_vm_start_timestamp_seconds": ("gauge", VM),
     "sysidle_vm_left_full_idle_timestamp_seconds": ("gauge", VM),
     "sysidle_vm_longest_busy_seconds": ("gauge", VM),
     "sysidle_vm_metrics_written_timestamp_seconds": ("gauge", VM),

@@ -68,6 +68,7 @@ struct tracked {
 	struct duty_cycle *duty; /* fed at each state published, from the
 				  * first one on (monotonic clock) */
 	struct duty_report duty_doc; /* as of @since_unix_ms: the element's */
+	uint64_t duty_unix_ms;   /* when @duty began (wall clock) */
 	char *xml;               /* libvirt's domain XML, as last read for
 				  * the hooks (their stdin at "stopped") */
 	unsigned int first_scan; /* scans_done when first seen */

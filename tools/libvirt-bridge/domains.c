@@ -75,8 +75,10 @@ static void duty_note(struct tracked *t, bool idle, uint64_t now_ms)
 {
 	uint64_t now = monotonic_ns();
 
-	if (!t->duty->start_ns)
+	if (!t->duty->start_ns) {
 		duty_cycle_init(t->duty, now);
+		t->duty_unix_ms = now_ms;
+	}
 	duty_cycle_set(t->duty, now, now_ms, idle);
 	duty_cycle_read(t->duty, now, &t->duty_doc);
 }

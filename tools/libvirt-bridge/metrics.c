@@ -57,7 +57,7 @@ static void put_ms(FILE *f, uint64_t ms)
 
 /* Each watched domain's samples of one family; @what picks the value. */
 enum dom_value { V_STATE, V_SINCE, V_FULL, V_FULL_SINCE, V_PERIODS,
-		 V_IDLE_DONE, V_LEFT, V_LONGEST_BUSY };
+		 V_IDLE_DONE, V_LEFT, V_LONGEST_BUSY, V_START };
 
 static void put_ns(FILE *f, uint64_t ns)
 {
@@ -89,6 +89,7 @@ static void dom_family(const struct bridge *b, FILE *f, const char *name,
 		case V_IDLE_DONE: put_ns(f, t->duty->idle_done_ns); break;
 		case V_LEFT: put_ms(f, t->duty->left_unix_ms); break;
 		case V_LONGEST_BUSY: put_ns(f, t->duty->longest_busy_ns); break;
+		case V_START: put_ms(f, t->duty_unix_ms); break;
 		}
 	}
 }
@@ -172,6 +173,9 @@ static void format(const struct bridge *b, FILE *f, bool up)
 		   "sysidle_vm_full_idle * (time() - "
 		   "sysidle_vm_full_idle_since_timestamp_seconds).",
 		   V_IDLE_DONE);
+	dom_family(b, f, "sysidle_vm_start_timestamp_seconds", "gauge",
+		   "Unix time the bridge began watching the domain: what its "
+		   "full-idle seconds and duty cycle count from.", V_START);
 	dom_family(b, f, "sysidle_vm_left_full_idle_timestamp_seconds", "gauge",
 		   "Unix time the domain last left full idle; 0 when it never "
 		   "did while watched.", V_LEFT);

@@ -149,6 +149,10 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		   "Full-idle periods begun (changes to FULL_NOTED).",
 		   st, st->full_idle_periods);
 
+	put_vm_ms(f, "sysidle_vm_start_timestamp_seconds",
+		  "Unix time the VM was created: what the duty cycle's "
+		  "windows (tools/prometheus/sysidle.rules.yml) start from.",
+		  st, mono_to_unix_ms(time_start_ns()));
 	put_vm_ms(f, "sysidle_vm_left_full_idle_timestamp_seconds",
 		  "Unix time the VM last left full idle (FULL_NOTED); 0 when "
 		  "it never did. Changes only at a state change, when this "
