@@ -14,6 +14,7 @@ struct ring {
 	uint64_t *cur;
 };
 
+/* The rings of @d (initialised): views on its arrays, valid while it is. */
 static struct ring sec_ring(struct duty_cycle *d)
 {
 	return (struct ring){ d->sec_idle, NULL, DUTY_SEC_BUCKETS, DUTY_SEC_NS,
@@ -26,11 +27,13 @@ static struct ring min_ring(struct duty_cycle *d)
 			      DUTY_MIN_NS, &d->min_cur };
 }
 
+/* Any values. */
 static uint64_t max64(uint64_t a, uint64_t b)
 {
 	return a > b ? a : b;
 }
 
+/* Any values. */
 static uint64_t min64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
@@ -148,6 +151,7 @@ void duty_cycle_read(const struct duty_cycle *d, uint64_t now_ns,
 	r->periods = d->periods;
 }
 
+/* Any @w: NULL outside the windows. */
 const char *duty_window_name(int w)
 {
 	static const char *const names[DUTY_WINDOWS] = { "1m", "1h", "24h" };

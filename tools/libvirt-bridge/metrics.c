@@ -59,6 +59,7 @@ static void put_ms(FILE *f, uint64_t ms)
 enum dom_value { V_STATE, V_SINCE, V_FULL, V_FULL_SINCE, V_PERIODS,
 		 V_IDLE_DONE, V_LEFT, V_LONGEST_BUSY, V_START };
 
+/* @ns nanoseconds as seconds with 9 decimals and a newline, into @f. */
 static void put_ns(FILE *f, uint64_t ns)
 {
 	fprintf(f, "%" PRIu64 ".%09" PRIu64 "\n", ns / 1000000000u,

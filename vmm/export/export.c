@@ -78,6 +78,8 @@ uint64_t export_events_dropped(void)
 	return event_reader_lost(&ex.events);
 }
 
+/* The export thread, or the main thread once it has stopped (export.h);
+ * @st a snapshot of vm_status_new's. */
 void export_duty_read(struct vm_status *st, uint64_t now)
 {
 	duty_cycle_read(&ex.duty, now, &st->duty);
