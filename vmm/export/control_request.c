@@ -23,7 +23,6 @@
 static struct json_object *status_object(void)
 {
 	struct control_socket *ctl = control_socket();
-
 	uint64_t now;
 
 	vm_status_read(ctl->vm, ctl->st);
