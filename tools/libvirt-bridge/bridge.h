@@ -14,6 +14,7 @@
 #include <sysidle/sysidle.h>
 
 #include "domain_idle.h"
+#include "duty_cycle.h"
 #include "hookrun.h"
 #include "stats_host.h"
 #include "stats_source.h"
@@ -64,6 +65,10 @@ struct tracked {
 	uint64_t since_unix_ms;  /* when @published began */
 	uint64_t noted_unix_ms;  /* when FULL_NOTED was reached */
 	uint64_t lease_until_ms; /* the published metadata's valid_until */
+	struct duty_cycle *duty; /* fed at each state published, from the
+				  * first one on (monotonic clock) */
+	struct duty_report duty_doc; /* as of @since_unix_ms: the element's */
+	uint64_t duty_unix_ms;   /* when @duty began (wall clock) */
 	char *xml;               /* libvirt's domain XML, as last read for
 				  * the hooks (their stdin at "stopped") */
 	unsigned int first_scan; /* scans_done when first seen */

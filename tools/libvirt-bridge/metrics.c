@@ -56,7 +56,15 @@ static void put_ms(FILE *f, uint64_t ms)
 }
 
 /* Each watched domain's samples of one family; @what picks the value. */
-enum dom_value { V_STATE, V_SINCE, V_FULL, V_FULL_SINCE, V_PERIODS };
+enum dom_value { V_STATE, V_SINCE, V_FULL, V_FULL_SINCE, V_PERIODS,
+		 V_IDLE_DONE, V_LEFT, V_LONGEST_BUSY, V_START };
+
+/* @ns nanoseconds as seconds with 9 decimals and a newline, into @f. */
+static void put_ns(FILE *f, uint64_t ns)
+{
+	fprintf(f, "%" PRIu64 ".%09" PRIu64 "\n", ns / 1000000000u,
+		ns % 1000000000u);
+}
 
 static void dom_family(const struct bridge *b, FILE *f, const char *name,
 		       const char *type,
@@ -79,6 +87,10 @@ static void dom_family(const struct bridge *b, FILE *f, const char *name,
 			fprintf(f, "%" PRIu64 "\n",
 				domain_idle_full_periods(t->di));
 			break;
+		case V_IDLE_DONE: put_ns(f, t->duty->idle_done_ns); break;
+		case V_LEFT: put_ms(f, t->duty->left_unix_ms); break;
+		case V_LONGEST_BUSY: put_ns(f, t->duty->longest_busy_ns); break;
+		case V_START: put_ms(f, t->duty_unix_ms); break;
 		}
 	}
 }
@@ -155,6 +167,24 @@ static void format(const struct bridge *b, FILE *f, bool up)
 	dom_family(b, f, "sysidle_vm_full_idle_periods_total", "counter",
 		   "Full-idle periods begun since the bridge began watching "
 		   "the domain.", V_PERIODS);
+	dom_family(b, f, "sysidle_vm_full_idle_seconds_total", "counter",
+		   "Seconds the domain has been fully idle in the full-idle "
+		   "periods ended since the bridge began watching it; the "
+		   "current period is not in it. Live value: this + "
+		   "sysidle_vm_full_idle * (time() - "
+		   "sysidle_vm_full_idle_since_timestamp_seconds).",
+		   V_IDLE_DONE);
+	dom_family(b, f, "sysidle_vm_start_timestamp_seconds", "gauge",
+		   "Unix time the bridge began watching the domain: what its "
+		   "full-idle seconds and duty cycle count from.", V_START);
+	dom_family(b, f, "sysidle_vm_left_full_idle_timestamp_seconds", "gauge",
+		   "Unix time the domain last left full idle; 0 when it never "
+		   "did while watched.", V_LEFT);
+	dom_family(b, f, "sysidle_vm_longest_busy_seconds", "gauge",
+		   "The longest completed busy stretch while watched (from the "
+		   "start of the watch or a leave of full idle to the next "
+		   "entry into it); the current stretch is not in it.",
+		   V_LONGEST_BUSY);
 }
 
 void metrics_write(const struct bridge *b, bool final)

@@ -5,7 +5,9 @@
  * metrics file at each batch of
  * changes (unless, in full idle, the file already shows them), when a hook
  * has ended (its counters: hooks.c wakes it) and at most once a second
- * while the VM is not fully idle (no periodic wake-up once it is). It only
+ * while the VM is not fully idle (no periodic wake-up once it is). It
+ * keeps the VM's duty cycle from the changes it reads (common/duty_cycle.h:
+ * no timer; figures computed when status or the file asks). It only
  * polls: a slow client, a full disk or a hung hook delays
  * nothing but itself.
  */
@@ -20,6 +22,7 @@
 #include <sysidle/sysidle.h>
 
 #include "base/error.h"
+#include "base/time.h"
 #include "export/export.h"
 #include "export/hooks.h"
 #include "idle/idle.h"
@@ -66,12 +69,20 @@ static struct {
 	unsigned int settle_tries; /* settle rewrites in this full idle period */
 	bool metrics_failed;
 	struct metrics_shown shown; /* what the file last written showed */
+	struct duty_cycle duty;    /* fed by export_drain */
 } ex = { .stop_fd = -1, .timer_fd = -1, .hooks_fd = -1,
 	  .events = { .fd = -1, .slot = -1 } };
 
 uint64_t export_events_dropped(void)
 {
 	return event_reader_lost(&ex.events);
+}
+
+/* The export thread, or the main thread once it has stopped (export.h);
+ * @st a snapshot of vm_status_new's. */
+void export_duty_read(struct vm_status *st, uint64_t now)
+{
+	duty_cycle_read(&ex.duty, now, &st->duty);
 }
 
 /* The hooks thread, after a hook ended (its counters changed), between
@@ -121,6 +132,7 @@ static void export_metrics(bool always, bool up)
 	if (!path)
 		return;
 	vm_status_read(ex.vm, ex.st);
+	export_duty_read(ex.st, now_ns());
 	now = (struct metrics_shown){
 		.valid = true, .state = ex.st->state,
 		.since_ns = ex.st->since_ns, .halted = all_halted(ex.st),
@@ -187,6 +199,9 @@ static bool export_drain(void)
 			if (evs[i].kind != VM_EV_STATE)
 				continue; /* a pause or a resume: watchers only */
 			ex.state = evs[i].to;
+			duty_cycle_set(&ex.duty, evs[i].mono_ns,
+				       evs[i].unix_ms,
+				       evs[i].to == SYSIDLE_FULL_NOTED);
 		}
 		any |= n > 0;
 	} while (n == EXPORT_BATCH);
@@ -258,6 +273,7 @@ int export_start(struct vm *vm, const struct export_config *o)
 		return vmm_fail(VMM_EXIT_USAGE, "cannot write --metrics-file "
 				"'%s': %s", o->metrics_file, why);
 	ex.state = SYSIDLE_NOT;
+	duty_cycle_init(&ex.duty, time_start_ns());
 	if (status_init(o->name, o->uuid))
 		return -1;
 	ex.st = vm_status_new(vm);

@@ -28,6 +28,7 @@
 #include "base/event.h"
 #include "base/housekeeping.h"
 #include "idle/idle.h"
+#include "duty_cycle.h"
 
 struct pollfd;
 
@@ -83,6 +84,10 @@ struct vm_status {
 	uint64_t resumes_requested, resumes_self; /* by "resume" / a wake source */
 	unsigned int ncpus;
 	struct vcpu_status *vcpus; /* @ncpus entries */
+	/* The duty cycle (common/duty_cycle.h) as of the state changes the
+	 * export thread has read: not filled by vm_status_read, but by
+	 * export_duty_read, on the export thread. */
+	struct duty_report duty;
 };
 
 /* status.c */
@@ -118,6 +123,10 @@ struct export_config {
 int export_start(struct vm *vm, const struct export_config *cfg);
 void export_stop(void);
 uint64_t export_events_dropped(void); /* any thread */
+/* The export thread (the main thread once it stopped): the duty cycle at
+ * @now (CLOCK_MONOTONIC), from the state changes it has read, into
+ * @st->duty. */
+void export_duty_read(struct vm_status *st, uint64_t now);
 /* The hooks thread: a hook ended or an idle change was dropped (the hook
  * counters changed); the export thread rewrites the metrics file. */
 void export_hooks_ended(void);

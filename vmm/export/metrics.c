@@ -26,6 +26,7 @@
 #include <sysidle/sysidle.h>
 
 #include "base/file.h"
+#include "base/time.h"
 #include "export/export.h"
 #include "machine/wake_source.h"
 #include "promtext.h"
@@ -48,6 +49,16 @@ static void put_vm_ms(FILE *f, const char *name, const char *help,
 	prom_family(f, name, "gauge", help);
 	put_sample(f, name, st);
 	fprintf(f, "} %" PRIu64 ".%03" PRIu64 "\n", ms / 1000, ms % 1000);
+}
+
+/* One per-VM sample of @ns nanoseconds, as seconds with 9 decimals. */
+static void put_vm_ns(FILE *f, const char *name, const char *help,
+		      const struct vm_status *st, uint64_t ns)
+{
+	prom_family(f, name, "gauge", help);
+	put_sample(f, name, st);
+	fprintf(f, "} %" PRIu64 ".%09" PRIu64 "\n", ns / 1000000000u,
+		ns % 1000000000u);
 }
 
 /* One per-VM sample with an integer value. */
@@ -178,6 +189,27 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 	put_vm_u64(f, "sysidle_vm_full_idle_periods_total", "counter",
 		   "Full-idle periods begun (changes to FULL_NOTED).",
 		   st, st->full_idle_periods);
+
+	put_vm_ms(f, "sysidle_vm_start_timestamp_seconds",
+		  "Unix time the VM was created: what the duty cycle's "
+		  "windows (tools/prometheus/sysidle.rules.yml) start from.",
+		  st, mono_to_unix_ms(time_start_ns()));
+	put_vm_ms(f, "sysidle_vm_left_full_idle_timestamp_seconds",
+		  "Unix time the VM last left full idle (FULL_NOTED); 0 when "
+		  "it never did. Changes only at a state change, when this "
+		  "file is rewritten.", st, st->duty.left_unix_ms);
+	put_vm_ns(f, "sysidle_vm_longest_busy_seconds",
+		  "The longest completed busy stretch since the VM started: "
+		  "from its start or a leave of full idle to the next entry "
+		  "into it. The current stretch is not in it (it only changes "
+		  "at an entry into full idle, when this file is rewritten).",
+		  st, st->duty.longest_busy_ns);
+	put_vm_ms(f, "sysidle_vm_metrics_written_timestamp_seconds",
+		  "Unix time this file was written: at least once a second "
+		  "while sysidle_vm_full_idle is 0, only at an event while it "
+		  "is 1. Older than a few seconds with sysidle_vm_up 1 and "
+		  "sysidle_vm_full_idle 0: the VMM stopped writing it.",
+		  st, mono_to_unix_ms(now_ns()));
 
 	put_vcpus(f, "sysidle_vcpu_halted", "gauge",
 		  "1 while the vCPU is halted (blocked on HLT, waiting for "
