@@ -82,12 +82,23 @@ def metric(path, name, **labels):
     return None
 
 
-def wake(vm, trace, byte):
-    """One serial byte, read by the guest (the VM leaves full idle), and
-    back in full idle (the metrics file, if current, shows it)."""
-    n = reads(trace)
+def periods(sock):
+    """The full-idle periods begun, as the control socket says; -1 while
+    not fully idle."""
+    st = vmmtest.status(sock)
+    if not isinstance(st, dict) or st.get("state") != "FULL_NOTED":
+        return -1
+    return st.get("counters", {}).get("full_idle_periods", -1)
+
+
+def wake(vm, trace, sock, byte):
+    """One serial byte, read by the guest (the VM leaves full idle), then
+    a new full-idle period (the control socket says so): a few state
+    changes, their log lines and rewrites."""
+    n, p = reads(trace), periods(sock)
     vm.send(byte)
-    return poll_until(lambda: reads(trace) > n, 20)
+    return poll_until(lambda: reads(trace) > n, 20) and \
+        poll_until(lambda: periods(sock) > p >= 0, 20)
 
 
 def main():
@@ -100,12 +111,13 @@ def main():
     stats = os.path.join(logfs.path, "stats.json")
     script = os.path.join(tmp, "disk.script")
     trace = os.path.join(tmp, "disk.trace")
+    sock = os.path.join(tmp, "disk.sock")
     with open(script, "w") as f:
         f.write(SCRIPT)
     os.environ["SYSIDLE_VMM_SCRIPT"] = script
     os.environ["SYSIDLE_VMM_SCRIPT_TRACE"] = trace
     vm = Vm(["--sysidle", "--sysidle-log", log, "--metrics-file", prom,
-             "--stats-json", stats, "--name", "disk", "--control", "none",
+             "--stats-json", stats, "--name", "disk", "--control", sock,
              KERNEL], stop_timeout=20)
     idle = poll_until(lambda: metric(prom, "sysidle_vm_full_idle") == 1, 20)
     check(idle and metric(prom, "sysidle_vm_file_write_failures_total",
@@ -116,15 +128,17 @@ def main():
 
     # ENOSPC: two wakes, each a few rewrites, all failing; one warning.
     fs.fill()
-    woke = wake(vm, trace, "A") and wake(vm, trace, "B")
+    woke = wake(vm, trace, sock, "A") and wake(vm, trace, sock, "B")
     failed = poll_until(lambda: warned(vm, r"--metrics-file .*cannot "
                                        r"write"), 20)
     # The log's last page takes lines until it is full: wakes until then.
     logfs.fill()
+    wakes = 0
     for i in range(300):
         if warned(vm, r"--sysidle-log: cannot write") or \
-                not wake(vm, trace, "ab"[i % 2]):
+                not wake(vm, trace, sock, "ab"[i % 2]):
             break
+        wakes += 1
     msgs = warned(vm, r"--metrics-file .*cannot write")
     check(woke and failed and len(msgs) == 1 and
           "No space left on device" in msgs[0],
@@ -133,7 +147,9 @@ def main():
     logs = warned(vm, r"--sysidle-log: cannot write")
     check(len(logs) == 1 and "No space left on device" in logs[0],
           "disk full: the --sysidle-log's failure warned once, with its "
-          "cause", vm.err)
+          "cause", "%d wakes, the log %d bytes\n%s\n%s" % (
+              wakes, os.path.getsize(log), "\n".join(read_lines(log)[-15:]),
+              vm.err))
     check(fs.litter() == ["vm.prom"],
           "no temporary file left by the failed writes", fs.litter())
     check(metric(prom, "sysidle_vm_up") == 1 and
@@ -151,7 +167,7 @@ def main():
           metric(prom, "sysidle_vm_full_idle") == 1,
           "room again: written again by the retry in full idle, said "
           "once; the file counts %s failed writes" % n, vm.err)
-    wake(vm, trace, "C")
+    wake(vm, trace, sock, "C")
     relog = poll_until(lambda: warned(vm, r"--sysidle-log: written again"),
                        20)
     check(relog and len(relog) == 1 and
@@ -166,12 +182,12 @@ def main():
 
     # EROFS: read-only, a wake (warned once), read-write, a wake (back).
     fs.read_only()
-    wake(vm, trace, "D")
+    wake(vm, trace, sock, "D")
     ro = poll_until(lambda: [l for l in warned(vm, r"--metrics-file .*"
                                                r"cannot write")
                              if "Read-only file system" in l], 20)
     fs.read_only(False)
-    wake(vm, trace, "E")
+    wake(vm, trace, sock, "E")
     back = poll_until(lambda: len(warned(vm, r"--metrics-file .*written "
                                          r"again")) == 2, 20)
     check(ro and len(ro) == 1 and back,
@@ -181,7 +197,7 @@ def main():
     # The exit with the disk full: the file saying the VM runs is removed.
     fs.fill()
     logfs.fill()  # the metrics file's removal frees room on fs
-    wake(vm, trace, "F")
+    wake(vm, trace, sock, "F")
     poll_until(lambda: len(warned(vm, r"--metrics-file .*cannot "
                                   r"write")) == 3, 20)
     rc = vm.stop()

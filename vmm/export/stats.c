@@ -278,6 +278,7 @@ int stats_write(struct vm *vm, const char *path, int status)
 		json_object_object_add(root, "sysidle", idle);
 	json_object_object_add(root, "pause", stats_pause());
 	add_u64(root, "serial_output_dropped", serial_output_dropped());
+	add_u64(root, "metrics_write_failures", export_metrics_write_failures());
 	for (unsigned int i = 0; i < vm->ncpus; i++)
 		json_object_array_add(vcpus, stats_vcpu(&vm->vcpus[i]));
 	json_object_object_add(root, "vcpus", vcpus);
