@@ -164,7 +164,8 @@ def test_metrics(tmp, out):
           if "Read-only file system" in l]
     m.update([], j)
     check(len(ro) == 1 and len(said(out, "%s: written again after 1 "
-                                    "failed" % path)) == 1, "read-only: logged with its cause; read-write: written again",
+                                    "failed" % path)) == 1,
+          "read-only: logged with its cause; read-write: written again",
           out.getvalue())
     fs.fill()
     m.action("pack", "ok")
