@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bridge.h"
@@ -14,10 +15,14 @@
 #include "metrics.h"
 #include "promtext.h"
 
+_Static_assert(METRICS_PERIOD_MS == 10000, "the help below says 10 seconds");
+
 #define UP_HELP "1 while the bridge runs; 0 in the file it leaves at exit."
 
 static struct {
-	bool dirty, failing;
+	bool dirty;
+	uint64_t failing;        /* failed writes since the last that worked */
+	uint64_t write_failures; /* all failed writes of the file */
 	uint64_t scans, scan_ns, last_scan_ns, interval_ms, errors;
 	uint64_t written_ms;
 } m = { .dirty = true };
@@ -187,48 +192,114 @@ static void format(const struct bridge *b, FILE *f, bool up)
 		   V_LONGEST_BUSY);
 }
 
+/* The families of the file's own writes, after format()'s; @now: this
+ * write's Unix time in ms. */
+static void format_files(FILE *f, uint64_t now)
+{
+	prom_family(f, "sysidle_libvirt_file_write_failures_total", "counter",
+	       "Writes of the bridge's files that failed (a full disk, an I/O "
+	       "error, a read-only file system), by file: metrics this file "
+	       "(while they fail, the file on disk is older than the truth).");
+	fprintf(f, "sysidle_libvirt_file_write_failures_total{file=\"metrics\"}"
+		" %" PRIu64 "\n", m.write_failures);
+	prom_family(f, "sysidle_libvirt_metrics_written_timestamp_seconds",
+	       "gauge", "Unix time this version of the file was written (it is "
+	       "rewritten at least every 10 seconds while the bridge runs: "
+	       "an older one is not current).");
+	fputs("sysidle_libvirt_metrics_written_timestamp_seconds ", f);
+	put_ms(f, now);
+}
+
+/* metrics_write(): the file's text into a new temporary file beside
+ * @path, renamed over it. Returns 0, or the failure's errno; no temporary
+ * file is left either way. */
+static int write_file(const struct bridge *b, const char *path, bool final,
+		      uint64_t now)
+{
+	const char *slash = strrchr(path, '/');
+	char *tmp = NULL;
+	int fd, err = 0;
+	FILE *f;
+
+	if (asprintf(&tmp, "%.*s.%s.XXXXXX",
+		     slash ? (int)(slash - path + 1) : 0, path,
+		     slash ? slash + 1 : path) < 0)
+		return ENOMEM;
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		err = errno;
+		free(tmp);
+		return err;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		err = errno;
+		close(fd);
+	} else {
+		format(b, f, !final);
+		format_files(f, now);
+		if (fflush(f) != 0 || fsync(fd) != 0 || ferror(f))
+			err = errno ? errno : EIO;
+		if (fclose(f) != 0 && !err)
+			err = errno;
+	}
+	if (!err && rename(tmp, path) != 0)
+		err = errno;
+	if (err)
+		unlink(tmp);
+	free(tmp);
+	return err;
+}
+
+/* metrics_write(), when the final version (sysidle_libvirt_up 0, no domain)
+ * could not be written: the file there, an older version claiming the
+ * domains' states, is removed (unlink needs no room) if it is a regular
+ * file. @err: why the write failed. */
+static void remove_stale(const char *path, int err)
+{
+	struct stat sb;
+
+	if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+		return;
+	if (unlink(path) == 0)
+		warn("--metrics-file '%s': removed: its final version cannot "
+		     "be written (%s), and the one there claimed the domains' "
+		     "states", path, strerror(err));
+	else
+		warn("--metrics-file '%s': its final version cannot be written "
+		     "(%s), nor the file removed (%s): it still claims the "
+		     "domains' states", path, strerror(err), strerror(errno));
+}
+
 void metrics_write(const struct bridge *b, bool final)
 {
+	const char *path = b->opt.metrics_file;
 	uint64_t now = unix_ms();
-	char *tmp = NULL;
-	const char *slash;
-	FILE *f;
-	int fd;
+	int err;
 
-	if (!b->opt.metrics_file ||
+	/* While failing the file is dirty: tried again after each scan. */
+	if (!path ||
 	    (!final && !m.dirty && now < m.written_ms + METRICS_PERIOD_MS))
 		return;
-	slash = strrchr(b->opt.metrics_file, '/');
-	if (asprintf(&tmp, "%.*s.%s.XXXXXX",
-		     slash ? (int)(slash - b->opt.metrics_file + 1) : 0,
-		     b->opt.metrics_file,
-		     slash ? slash + 1 : b->opt.metrics_file) < 0)
+	err = write_file(b, path, final, now);
+	if (!err) {
+		if (m.failing)
+			say("--metrics-file '%s': written again after %" PRIu64
+			    " failed attempts", path, m.failing);
+		m.dirty = false;
+		m.failing = 0;
+		m.written_ms = now;
 		return;
-	fd = mkstemp(tmp);
-	f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (f) {
-		bool ok;
-
-		format(b, f, !final);
-		ok = fflush(f) == 0 && fsync(fd) == 0 && !ferror(f);
-		ok = fclose(f) == 0 && ok;
-		if (ok && rename(tmp, b->opt.metrics_file) == 0) {
-			m.dirty = false;
-			m.failing = false;
-			m.written_ms = now;
-			free(tmp);
-			return;
-		}
-	} else if (fd >= 0) {
-		close(fd);
 	}
 	if (!m.failing)
-		warn("--metrics-file '%s': %s (until it works again, not "
-		     "repeated)", b->opt.metrics_file, strerror(errno));
-	m.failing = true;
+		warn("--metrics-file '%s': cannot write: %s (the file is not "
+		     "current until a write works again; tried again after "
+		     "each scan, not repeated)", path, strerror(err));
+	m.failing++;
+	m.write_failures++;
 	m.errors++;
-	unlink(tmp);
-	free(tmp);
+	if (final)
+		remove_stale(path, err);
 }
 
 void metrics_write_down(const char *metrics_file)
@@ -246,10 +317,16 @@ void metrics_write_down(const char *metrics_file)
 	if (n < 0 || (size_t)n >= sizeof(tmp))
 		return;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
+	if (fd < 0) {
+		unlink(metrics_file); /* as below: nothing left claiming */
 		return;
+	}
 	n = (int)write(fd, text, sizeof(text) - 1);
 	if (close(fd) != 0 || n != (int)sizeof(text) - 1 ||
-	    rename(tmp, metrics_file) != 0)
+	    rename(tmp, metrics_file) != 0) {
+		/* not written (a full disk): the file there claims the
+		 * domains' states, and goes (unlink needs no room) */
 		unlink(tmp);
+		unlink(metrics_file);
+	}
 }

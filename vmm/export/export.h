@@ -158,9 +158,19 @@ int stats_write(struct vm *vm, const char *path, int status);
  * 0, or -1 after vmm_fail(VMM_EXIT_STATS). */
 int stats_check(const char *path);
 
+/* What the metrics file says of the VMM's own files' writes. */
+struct metrics_files {
+	uint64_t metrics_failures;  /* failed writes of the metrics file */
+	uint64_t log_failures;      /* of --sysidle-log (idle layer) */
+};
+
 /* metrics.c: write @st to @path in Prometheus text format (temporary file in
- * the same directory, then rename). Returns 0, or -1 with errno set. */
-int metrics_write(const char *path, const struct vm_status *st, bool up);
+ * the same directory, then rename), with @files. Returns 0, or -1 with
+ * errno set and no temporary file left. */
+int metrics_write(const char *path, const struct vm_status *st, bool up,
+		  const struct metrics_files *files);
+/* export.c, any thread: failed writes of the metrics file so far. */
+uint64_t export_metrics_write_failures(void);
 /* metrics.c: whether @path can be written so; 0, or -1 with @why (@n). */
 int metrics_check(const char *path, char *why, size_t n);
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sysidle/sysidle.h>
@@ -251,6 +252,25 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		   st, st->hooks_dropped);
 }
 
+/* The families of the file's own writes (after metrics_format's). @files:
+ * the failures so far. */
+static void metrics_format_files(FILE *f, const struct vm_status *st,
+				 const struct metrics_files *files)
+{
+	prom_family(f, "sysidle_vm_file_write_failures_total", "counter",
+		   "Writes of the VMM's files that failed (a full disk, an I/O "
+		   "error, a read-only file system), by file: metrics this "
+		   "file (while they fail, the file on disk is older than the "
+		   "truth: see sysidle_vm_metrics_written_timestamp_seconds), "
+		   "sysidle_log the --sysidle-log (its lines are dropped).");
+	put_sample(f, "sysidle_vm_file_write_failures_total", st);
+	fprintf(f, ",file=\"metrics\"} %" PRIu64 "\n",
+		files->metrics_failures);
+	put_sample(f, "sysidle_vm_file_write_failures_total", st);
+	fprintf(f, ",file=\"sysidle_log\"} %" PRIu64 "\n",
+		files->log_failures);
+}
+
 /*
  * Main thread, at start: whether @path can be (re)written as metrics_write
  * does it: not a directory, in a directory this process may create files
@@ -288,10 +308,12 @@ static int write_all(int fd, const char *buf, size_t len)
 
 /*
  * The export thread (and the main thread once it has stopped): one caller
- * at a time, @st a snapshot nobody changes meanwhile. Never leaves the
- * temporary file behind.
+ * at a time, @st a snapshot nobody changes meanwhile, @files not NULL.
+ * Never leaves the temporary file behind, whatever fails (ENOSPC, EIO,
+ * EROFS, EDQUOT: the file at @path is then the one before).
  */
-int metrics_write(const char *path, const struct vm_status *st, bool up)
+int metrics_write(const char *path, const struct vm_status *st, bool up,
+		  const struct metrics_files *files)
 {
 	const char *slash = strrchr(path, '/');
 	char *text = NULL, *tmp = NULL;
@@ -303,6 +325,7 @@ int metrics_write(const char *path, const struct vm_status *st, bool up)
 	if (!f)
 		return -1;
 	metrics_format(f, st, up);
+	metrics_format_files(f, st, files);
 	errno = 0;
 	if (fclose(f) || !text) {
 		err = errno ? errno : ENOMEM;
