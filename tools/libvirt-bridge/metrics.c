@@ -11,6 +11,7 @@
 
 #include "bridge.h"
 #include "hook_queue.h"
+#include "host_wakes_bridge.h"
 #include "metrics.h"
 #include "promtext.h"
 
@@ -155,6 +156,7 @@ static void format(const struct bridge *b, FILE *f, bool up)
 	dom_family(b, f, "sysidle_vm_full_idle_periods_total", "counter",
 		   "Full-idle periods begun since the bridge began watching "
 		   "the domain.", V_PERIODS);
+	host_wakes_metrics(b, f);
 }
 
 void metrics_write(const struct bridge *b, bool final)
