@@ -321,6 +321,33 @@ START_TEST(test_bad_files)
 }
 END_TEST
 
+START_TEST(test_kvm_unreadable)
+{
+	struct host_wakes *hw;
+	uint64_t v;
+
+	world(true);
+	for (int k = 0; k < HW_KVM_N; k++)
+		put("x\n", "kvm/4242-12/%s",
+		    host_wakes_kvm_file((enum host_wakes_kvm)k));
+	hw = host_wakes_new();
+	ck_assert_int_eq(host_wakes_sample(hw, 4242, proc, dbg, S), 0);
+	ck_assert(!host_wakes_kvm_total(hw, HW_KVM_EXITS, &v));
+	ck_assert(strstr(host_wakes_kvm_why(hw), "unreadable (not numbers)"));
+	/* let go: the next sample does not read them again */
+	kvm("exits", 5);
+	ck_assert_int_eq(host_wakes_sample(hw, 4242, proc, dbg, 2 * S), 0);
+	ck_assert(!host_wakes_kvm_total(hw, HW_KVM_EXITS, &v));
+	ck_assert_int_ge(name_at(hw, "CPU 0/KVM"), 0);
+	/* absent: a change once, then none */
+	ck_assert(host_wakes_absent(hw, "gone"));
+	ck_assert(!host_wakes_absent(hw, "gone"));
+	ck_assert(host_wakes_absent(hw, "another reason"));
+	host_wakes_free(hw);
+	world_end();
+}
+END_TEST
+
 START_TEST(test_bounds)
 {
 	struct host_wakes *hw;
@@ -371,6 +398,7 @@ int main(void)
 	tcase_add_test(tc, test_window);
 	tcase_add_test(tc, test_tcg_and_gone);
 	tcase_add_test(tc, test_bad_files);
+	tcase_add_test(tc, test_kvm_unreadable);
 	tcase_add_test(tc, test_bounds);
 	tcase_add_test(tc, test_json_string);
 	suite_add_tcase(s, tc);

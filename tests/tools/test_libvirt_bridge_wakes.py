@@ -20,6 +20,7 @@ test_libvirt_fleet.py): KVM where /dev/kvm is usable, else TCG.
      sysidle_libvirt_thread_wakeups_total{thread="CPU 0/KVM"} for the
      domain (vm, uuid labels), sysidle_libvirt_host_wakeups_available; no
      counter goes down between two writes.
+     promtool check metrics finds nothing to say (where installed).
   5. SIGTERM: the bridge exits 0 and removes --wakes-file.
 
 usage: test_libvirt_bridge_wakes.py BUILD_DIR
@@ -179,6 +180,19 @@ def check_metrics(m1, m2, name, virt, readable):
           "%s" % down)
 
 
+def lint(text):
+    """promtool check metrics on the metrics file (skipped without it)."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        tap.skip("metrics: promtool check metrics", "promtool not found")
+        return
+    r = subprocess.run([promtool, "check", "metrics"], input=text,
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and not (r.stdout + r.stderr).strip(),
+          "metrics: promtool check metrics exits 0 with no lint output",
+          r.stdout + r.stderr)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -241,6 +255,10 @@ def main():
         plv.poll_until(lambda: plv.read(mfile) != before, 15, 0.2)
         check_metrics(m1, metrics(mfile), name, plv.VIRT,
                       plv.VIRT == "kvm" and kvm_readable(qpid)[0])
+        text = plv.read(mfile)
+        plv.diag("\n".join(l for l in text.splitlines() if re.match(
+            r"sysidle_libvirt_(kvm_|thread|host_wakeups)", l)))
+        lint(text)
         rc = plv.kill_pid(b.pid, proc=b)
         check(not rc and b.returncode == 0 and not os.path.exists(wfile),
               "SIGTERM: the bridge exits 0 and removes --wakes-file "

@@ -98,10 +98,12 @@ static void reset(struct host_wakes *hw, const char *why)
 }
 
 /* The caller guarantees @hw is valid and @why a string. */
-void host_wakes_absent(struct host_wakes *hw, const char *why)
+bool host_wakes_absent(struct host_wakes *hw, const char *why)
 {
-	if (hw->pid || strcmp(hw->why, why))
-		reset(hw, why);
+	if (!hw->pid && !strcmp(hw->why, why))
+		return false;
+	reset(hw, why);
+	return true;
 }
 
 /* The caller guarantees @hw is valid. */

@@ -64,8 +64,9 @@ struct host_wakes *host_wakes_new(void);
 void host_wakes_free(struct host_wakes *hw);
 
 /* Nothing can be read for the domain (@why: a remote host, a replay, no
- * process): the figures are dropped and reported absent with @why. */
-void host_wakes_absent(struct host_wakes *hw, const char *why);
+ * process): the figures are dropped and reported absent with @why. True
+ * when that changed anything. */
+bool host_wakes_absent(struct host_wakes *hw, const char *why);
 
 /* Is a sample due at @now_ns (monotonic)? False until
  * HOST_WAKES_PERIOD_MS after the last one. */

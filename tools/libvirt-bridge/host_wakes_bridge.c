@@ -44,25 +44,30 @@ static const struct {
 };
 
 static struct {
-	bool fresh;              /* a sample since the file was written */
+	bool fresh;              /* a change since the file was written */
 	bool failing;
-} w;
+	size_t watched;          /* watched domains in the file */
+} w = { .fresh = true };
 
 /* See host_wakes_bridge.h for what the caller guarantees. */
 void host_wakes_scan(struct bridge *b, uint64_t now_ns)
 {
+	size_t watched = 0;
 	char why[200];
 
+	if (!b->opt.metrics_file && !b->opt.wakes_file)
+		return; /* nobody to tell: nothing read */
 	for (size_t i = 0; i < b->ndoms; i++) {
 		struct tracked *t = b->doms[i];
 		int pid;
 
 		if (!t->watched)
 			continue;
+		watched++;
 		if (!t->wakes && !(t->wakes = host_wakes_new()))
 			continue;
 		if (b->opt.source == STATS_FILE || b->opt.remote) {
-			host_wakes_absent(t->wakes, b->opt.remote ?
+			w.fresh |= host_wakes_absent(t->wakes, b->opt.remote ?
 				"libvirt on another host (--libvirt): its "
 				"processes are not this host's" :
 				"a replay (--stats-file): no process to read");
@@ -78,10 +83,9 @@ void host_wakes_scan(struct bridge *b, uint64_t now_ns)
 			if (pid <= 0) {
 				snprintf(why, sizeof(why), "no process with "
 					 "'-uuid %s' on this host", t->uuid);
-				host_wakes_absent(t->wakes, why);
+				w.fresh |= host_wakes_absent(t->wakes, why);
 				t->wakes_retry_ns = now_ns +
 					ATTACH_RETRY_MS * 1000000ull;
-				w.fresh = true;
 				continue;
 			}
 		}
@@ -90,6 +94,9 @@ void host_wakes_scan(struct bridge *b, uint64_t now_ns)
 			t->wakes_retry_ns = 0; /* found again at once */
 		w.fresh = true;
 	}
+	/* a domain came or went */
+	w.fresh |= watched != w.watched;
+	w.watched = watched;
 }
 
 /* NAME{vm="..",uuid=".." (the caller adds more labels or "} "). */

@@ -17,8 +17,8 @@ struct bridge;
 
 /* After a scan, at @now_ns (monotonic, never going back): each watched
  * domain of @b sampled when due; its QEMU process is the host source's,
- * else found by its uuid (tried again every ATTACH_RETRY_MS). The main
- * thread only. */
+ * else found by its uuid (tried again every ATTACH_RETRY_MS). Nothing
+ * is read without --metrics-file or --wakes-file. The main thread only. */
 void host_wakes_scan(struct bridge *b, uint64_t now_ns);
 /* The families of each watched domain's figures into @f (the metrics
  * file being written). The caller guarantees @f is open for writing. */
