@@ -146,8 +146,8 @@ static bool parse_u64(const char *s, uint64_t *v)
 	return !errno && (!*end || isspace((unsigned char)*end));
 }
 
-/* "voluntary_ctxt_switches:" in a status file's text @s (NUL-terminated;
- * the line, not the "nonvoluntary_" one). */
+/* "voluntary_ctxt_switches:" in a status file's text @s (the line, not
+ * the "nonvoluntary_" one). The caller guarantees @s is NUL-terminated. */
 static bool voluntary_of(const char *s, uint64_t *v)
 {
 	static const char key[] = "voluntary_ctxt_switches:";
@@ -161,9 +161,9 @@ static bool voluntary_of(const char *s, uint64_t *v)
 	return false;
 }
 
-/* The index of thread name @name (NUL-terminated, at most
- * HOST_WAKES_NAME_MAX - 1 bytes), added when new; the last slot is
- * "other" once the table is full. */
+/* The index of thread name @name, added when new; the last slot is
+ * "other" once the table is full. The caller guarantees @hw is valid and
+ * @name NUL-terminated (longer than HOST_WAKES_NAME_MAX - 1 bytes: cut). */
 static unsigned int name_index(struct host_wakes *hw, const char *name)
 {
 	size_t len;
@@ -183,8 +183,9 @@ static unsigned int name_index(struct host_wakes *hw, const char *name)
 	return hw->nnames++;
 }
 
-/* One thread @tid (its directory @tname under @task) into hw->next[@n];
- * false when it cannot be read (gone meanwhile). */
+/* One thread (its directory @tname under the open directory @task) into
+ * hw->next[@n]; false when it cannot be read (gone meanwhile). The caller
+ * guarantees @n < HOST_WAKES_THREADS. */
 static bool read_thread(struct host_wakes *hw, int task, const char *tname,
 			unsigned int n)
 {
@@ -210,7 +211,7 @@ static bool read_thread(struct host_wakes *hw, int task, const char *tname,
 /* The threads of hw->pid under @proc_root: each one's wake-ups since the
  * last sample added to its name's total (a thread new since then: all of
  * them, but nothing at the first sample, the baseline). -1: the process
- * is gone. */
+ * is gone. The caller guarantees hw->pid > 0. */
 static int read_threads(struct host_wakes *hw, const char *proc_root)
 {
 	char path[300];
@@ -257,7 +258,8 @@ static int read_threads(struct host_wakes *hw, const char *proc_root)
 /* KVM's counters into @s (hw->kvm_has says which were read). None read:
  * the directory is let go, with why (the VM gone; or its files refused,
  * as a kernel in lockdown refuses debugfs files that can be written, which
- * KVM's counters are: they can be cleared). */
+ * KVM's counters are: they can be cleared). The caller guarantees @s is
+ * the sample being taken, zeroed. */
 static void read_kvm(struct host_wakes *hw, struct hw_sample *s)
 {
 	char buf[64];
@@ -320,24 +322,26 @@ int host_wakes_sample(struct host_wakes *hw, int pid, const char *proc_root,
 	return 0;
 }
 
-/* The caller guarantees @hw is valid (for the accessors below too). */
+/* The caller guarantees @hw is valid; see host_wakes.h. */
 int host_wakes_pid(const struct host_wakes *hw)
 {
 	return hw->pid;
 }
 
+/* The caller guarantees @hw is valid; see host_wakes.h. */
 const char *host_wakes_why(const struct host_wakes *hw)
 {
 	return hw->why;
 }
 
+/* The caller guarantees @hw is valid; see host_wakes.h. */
 const char *host_wakes_kvm_why(const struct host_wakes *hw)
 {
 	return hw->kvm_has ? "" : hw->kvm_why[0] ? hw->kvm_why :
 	       "KVM's counters not read";
 }
 
-/* The newest sample; NULL: none. */
+/* The newest sample; NULL: none. The caller guarantees @hw is valid. */
 static const struct hw_sample *newest(const struct host_wakes *hw)
 {
 	if (!hw->count)
@@ -366,6 +370,7 @@ static const struct hw_sample *oldest(const struct host_wakes *hw,
 	return o;
 }
 
+/* The caller guarantees @hw is valid; see host_wakes.h. */
 bool host_wakes_kvm_total(const struct host_wakes *hw, enum host_wakes_kvm k,
 			  uint64_t *total)
 {
@@ -377,6 +382,7 @@ bool host_wakes_kvm_total(const struct host_wakes *hw, enum host_wakes_kvm k,
 	return true;
 }
 
+/* The caller guarantees @hw is valid; see host_wakes.h. */
 uint64_t host_wakes_span_ns(const struct host_wakes *hw)
 {
 	unsigned int n;
@@ -385,6 +391,7 @@ uint64_t host_wakes_span_ns(const struct host_wakes *hw)
 	return n > 1 ? newest(hw)->t_ns - o->t_ns : 0;
 }
 
+/* The caller guarantees @hw is valid; see host_wakes.h. */
 unsigned int host_wakes_samples(const struct host_wakes *hw)
 {
 	unsigned int n;
@@ -393,14 +400,16 @@ unsigned int host_wakes_samples(const struct host_wakes *hw)
 	return n;
 }
 
-/* (@to - @from) per second over @span_ns (> 0); 0 when it went back. */
+/* (@to - @from) per second over @span_ns; 0 when it went back. The caller
+ * guarantees @span_ns > 0. */
 static double rate(uint64_t from, uint64_t to, uint64_t span_ns)
 {
 	return to > from ? (double)(to - from) * 1e9 / (double)span_ns : 0.0;
 }
 
 /* The VM's debugfs directory is the one found when the process was, so
- * a counter read in the newest sample was read in the older ones. */
+ * a counter read in the newest sample was read in the older ones. The
+ * caller guarantees @hw is valid and k < HW_KVM_N. */
 bool host_wakes_kvm_rate(const struct host_wakes *hw, enum host_wakes_kvm k,
 			 double *per_s)
 {
@@ -414,6 +423,7 @@ bool host_wakes_kvm_rate(const struct host_wakes *hw, enum host_wakes_kvm k,
 	return true;
 }
 
+/* The caller guarantees @hw is valid; see host_wakes.h. */
 unsigned int host_wakes_nthreads(const struct host_wakes *hw)
 {
 	return hw->count ? hw->nnames : 0;
@@ -444,6 +454,7 @@ bool host_wakes_thread_rate(const struct host_wakes *hw, unsigned int i,
 	return true;
 }
 
+/* The caller guarantees @hw is valid; see host_wakes.h. */
 bool host_wakes_capped(const struct host_wakes *hw)
 {
 	return hw->capped;

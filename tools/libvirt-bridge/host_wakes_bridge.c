@@ -99,7 +99,8 @@ void host_wakes_scan(struct bridge *b, uint64_t now_ns)
 	w.watched = watched;
 }
 
-/* NAME{vm="..",uuid=".." (the caller adds more labels or "} "). */
+/* NAME{vm="..",uuid=".." (the caller adds more labels or "} "). The
+ * caller guarantees @f is open for writing and @t valid. */
 static void labels(FILE *f, const char *name, const struct tracked *t)
 {
 	fprintf(f, "%s{vm=\"", name);
@@ -107,7 +108,8 @@ static void labels(FILE *f, const char *name, const struct tracked *t)
 	fprintf(f, "\",uuid=\"%s\"", t->uuid);
 }
 
-/* The domains with figures: is @t one? */
+/* The domains with figures: is @t one? The caller guarantees @t is
+ * valid. */
 static bool has_figures(const struct tracked *t)
 {
 	return t->watched && t->wakes && host_wakes_pid(t->wakes) &&
@@ -191,7 +193,8 @@ void host_wakes_metrics(const struct bridge *b, FILE *f)
 	}
 }
 
-/* The document: every watched domain's host_wakeups. */
+/* The document: every watched domain's host_wakeups. The caller
+ * guarantees @f is open for writing. */
 static void format(const struct bridge *b, FILE *f)
 {
 	bool first = true;

@@ -10,8 +10,8 @@
 	      "vCPUs) and the wake-ups of the QEMU process's threads, not a " \
 	      "guest-side attribution"
 
-/* The length of the valid UTF-8 sequence at @s (NUL-terminated), 0: not
- * one. */
+/* The length of the valid UTF-8 sequence at @s, 0: not one. The caller
+ * guarantees @s is NUL-terminated (the NUL ends a sequence as invalid). */
 static size_t utf8_len(const unsigned char *s)
 {
 	size_t n = *s >= 0xf0 && *s <= 0xf4 ? 4 : *s >= 0xe0 ? 3 :
@@ -47,7 +47,8 @@ void host_wakes_json_string(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* "per_s": @v with 3 decimals, or null. */
+/* "per_s": @v with 3 decimals, or null without @has. The caller
+ * guarantees @f is open for writing (for the functions below too). */
 static void per_s(FILE *f, bool has, double v)
 {
 	if (has)
@@ -56,7 +57,8 @@ static void per_s(FILE *f, bool has, double v)
 		fputs("\"per_s\":null", f);
 }
 
-/* KVM's counters: "kvm":{...} or "kvm":null with "kvm_absent". */
+/* KVM's counters: "kvm":{...} or "kvm":null with "kvm_absent". The
+ * caller guarantees @hw is valid. */
 static void kvm_json(FILE *f, const struct host_wakes *hw)
 {
 	bool any = false;
@@ -84,7 +86,8 @@ static void kvm_json(FILE *f, const struct host_wakes *hw)
 	host_wakes_json_string(f, host_wakes_kvm_why(hw));
 }
 
-/* The thread names, busiest first over the window (then by total). */
+/* The thread names, busiest first over the window (then by total). The
+ * caller guarantees @hw is valid. */
 static void threads_json(FILE *f, const struct host_wakes *hw)
 {
 	unsigned int n = host_wakes_nthreads(hw), order[HOST_WAKES_NAMES];
