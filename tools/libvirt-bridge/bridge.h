@@ -15,6 +15,7 @@
 
 #include "domain_idle.h"
 #include "duty_cycle.h"
+#include "host_wakes.h"
 #include "hookrun.h"
 #include "stats_host.h"
 #include "stats_source.h"
@@ -34,6 +35,7 @@ struct options {
 	uint64_t idle_interval_ms; /* --idle-interval: the stretched bound */
 	uint64_t lease_s;
 	const char *metrics_file;
+	const char *wakes_file;  /* --wakes-file: host_wakes_bridge.h */
 	const char *hooks_dir;
 	uint64_t hook_timeout_ns;
 	uint64_t stop_timeout_ns; /* --stop-timeout: see stop.h */
@@ -73,6 +75,8 @@ struct tracked {
 				  * the hooks (their stdin at "stopped") */
 	unsigned int first_scan; /* scans_done when first seen */
 	unsigned int ncpus;
+	struct host_wakes *wakes; /* the host's view of its wake-ups */
+	uint64_t wakes_retry_ns; /* no process found: when to look again */
 	char reason[160];        /* the latest scan's */
 };
 

@@ -117,6 +117,7 @@ static struct tracked *tracked_get(struct bridge *b,
 void tracked_free(struct tracked *t)
 {
 	host_vm_free(t->host);
+	host_wakes_free(t->wakes);
 	if (t->dom)
 		virDomainFree(t->dom);
 	free(t->xml);

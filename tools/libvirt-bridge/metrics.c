@@ -12,6 +12,7 @@
 
 #include "bridge.h"
 #include "hook_queue.h"
+#include "host_wakes_bridge.h"
 #include "metrics.h"
 #include "promtext.h"
 
@@ -190,6 +191,7 @@ static void format(const struct bridge *b, FILE *f, bool up)
 		   "start of the watch or a leave of full idle to the next "
 		   "entry into it); the current stretch is not in it.",
 		   V_LONGEST_BUSY);
+	host_wakes_metrics(b, f);
 }
 
 /* The families of the file's own writes, after format()'s; @now: this
