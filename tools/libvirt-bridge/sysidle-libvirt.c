@@ -390,7 +390,8 @@ int main(int argc, char **argv)
 	 * this thread and every thread started after (the hooks worker: its
 	 * hooks get a clean mask). */
 	signal(SIGPIPE, SIG_IGN);
-	if (stop_start(b->opt.stop_timeout_ns, b->opt.metrics_file) < 0) {
+	if (stop_start(b->opt.stop_timeout_ns, b->opt.metrics_file,
+		       b->opt.wakes_file) < 0) {
 		fprintf(stderr, PROG ": cannot start the stop thread: %s\n",
 			strerror(errno));
 		return 1;
