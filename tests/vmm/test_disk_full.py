@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 import vmmtest
-from vmmtest import Vm, check, poll_until, read_lines
+from vmmtest import metric, Vm, check, poll_until, read_lines
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
 from tiny_fs import TinyFs, reexec_private  # noqa: E402
@@ -66,20 +66,6 @@ def reads(trace):
 
 def warned(vm, pattern):
     return [l for l in vm.err_lines if re.search(pattern, l)]
-
-
-def metric(path, name, **labels):
-    """The value of the sample @name{@labels} in @path, else None."""
-    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
-    for line in read_lines(path):
-        m = re.match(r"(\w+)\{([^}]*)\} (\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        have = ",".join(sorted(p for p in m.group(2).split(",")
-                               if p.split("=")[0] in labels))
-        if have == want:
-            return float(m.group(3))
-    return None
 
 
 def periods(sock):

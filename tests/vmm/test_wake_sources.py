@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 import vmmtest
-from vmmtest import Vm, check, poll_until, read_lines
+from vmmtest import metric, Vm, check, poll_until, read_lines
 
 vmmtest.init(sys.argv)
 KERNEL = os.path.join(vmmtest.GUESTS, "hello.elf")  # loaded, never run
@@ -99,20 +99,6 @@ def row(st, vcpu, source):
     rows = (st or {}).get("wake_sources", {}).get("vcpus", [])
     return next((r for r in rows if r["vcpu"] == vcpu and
                  r["source"] == source), {})
-
-
-def metric(path, name, **labels):
-    """The value of the sample @name with @labels in the metrics file."""
-    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
-    for line in read_lines(path):
-        m = re.match(r"(\w+)\{([^}]*)\} (\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        got = ",".join(sorted(p for p in m.group(2).split(",")
-                              if not p.startswith(("vm=", "uuid="))))
-        if got == want:
-            return float(m.group(3))
-    return None
 
 
 def test_rates():

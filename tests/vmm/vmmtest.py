@@ -175,6 +175,22 @@ def read_lines(path):
         return []
 
 
+def metric(path, name, **labels):
+    """The value of the sample @name in the metrics file @path whose
+    labels include @labels (others, vm and uuid among them, are not
+    looked at), else None."""
+    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+    for line in read_lines(path):
+        m = re.match(r"(\w+)\{([^}]*)\} (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        have = ",".join(sorted(p for p in m.group(2).split(",")
+                               if p.split("=")[0] in labels))
+        if have == want:
+            return float(m.group(3))
+    return None
+
+
 def poll_until(fn, timeout, step=POLL_STEP, done=bool):
     """Calls @fn every @step seconds until done(its value) holds, at most
     @timeout seconds (and at least once); returns that value, else None."""

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "host_wakes.h"
+#include "small_file.h"
 #include "stats_host.h"
 
 #define WHY_MAX 200
@@ -113,39 +114,6 @@ bool host_wakes_due(const struct host_wakes *hw, uint64_t now_ns)
 	       now_ns >= hw->last_ns + HOST_WAKES_PERIOD_MS * 1000000ull;
 }
 
-/* Read the small file @dirfd/@path whole into @buf (@size > 1 bytes),
- * NUL-terminated; its length, or -1. The caller guarantees @buf holds
- * @size bytes. */
-static ssize_t read_small(int dirfd, const char *path, char *buf,
-			  size_t size)
-{
-	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, size - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return n;
-}
-
-/* The unsigned decimal at @s (after blanks); false when there is none.
- * The caller guarantees @s is NUL-terminated. */
-static bool parse_u64(const char *s, uint64_t *v)
-{
-	char *end;
-
-	s += strspn(s, " \t");
-	if (!isdigit((unsigned char)*s))
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	return !errno && (!*end || isspace((unsigned char)*end));
-}
-
 /* "voluntary_ctxt_switches:" in a status file's text @s (the line, not
  * the "nonvoluntary_" one). The caller guarantees @s is NUL-terminated. */
 static bool voluntary_of(const char *s, uint64_t *v)
@@ -155,7 +123,7 @@ static bool voluntary_of(const char *s, uint64_t *v)
 
 	while ((p = strstr(p, key))) {
 		if (p == s || p[-1] == '\n')
-			return parse_u64(p + sizeof(key) - 1, v);
+			return small_file_u64(p + sizeof(key) - 1, v);
 		p += sizeof(key) - 1;
 	}
 	return false;
@@ -194,12 +162,12 @@ static bool read_thread(struct host_wakes *hw, int task, const char *tname,
 	ssize_t len;
 
 	snprintf(path, sizeof(path), "%s/comm", tname);
-	len = read_small(task, path, comm, HOST_WAKES_NAME_MAX);
+	len = small_file_read(task, path, comm, HOST_WAKES_NAME_MAX);
 	if (len <= 0)
 		return false;
 	comm[strcspn(comm, "\n")] = '\0';
 	snprintf(path, sizeof(path), "%s/status", tname);
-	if (read_small(task, path, status, sizeof(status)) <= 0 ||
+	if (small_file_read(task, path, status, sizeof(status)) <= 0 ||
 	    !voluntary_of(status, &vol))
 		return false;
 	hw->next[n] = (struct hw_tid){ .tid = atoi(tname),
@@ -267,9 +235,9 @@ static void read_kvm(struct host_wakes *hw, struct hw_sample *s)
 
 	hw->kvm_has = 0;
 	for (int k = 0; hw->kvm_dir >= 0 && k < HW_KVM_N; k++) {
-		if (read_small(hw->kvm_dir, kvm_files[k], buf, sizeof(buf)) < 0)
+		if (small_file_read(hw->kvm_dir, kvm_files[k], buf, sizeof(buf)) < 0)
 			err = err ? err : errno;
-		else if (parse_u64(buf, &s->kvm[k]))
+		else if (small_file_u64(buf, &s->kvm[k]))
 			hw->kvm_has |= 1u << k;
 	}
 	if (hw->kvm_dir < 0 || hw->kvm_has)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "small_file.h"
 #include "stats_host.h"
 
 #define HOST_MAX_VCPUS 4096
@@ -47,36 +48,6 @@ int stats_kind_parse(const char *s)
 	return -1;
 }
 
-/* Read a small file at @dirfd/@path whole (NUL-terminated); its length,
- * or -1. */
-static ssize_t read_small(int dirfd, const char *path, char *buf, size_t size)
-{
-	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, size - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return n;
-}
-
-/* The first number in @s; false when there is none. */
-static bool first_u64(const char *s, uint64_t *v)
-{
-	char *end;
-
-	s += strspn(s, " \t");
-	if (!isdigit((unsigned char)*s))
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	return !errno;
-}
-
 /* Is @pid the QEMU process with "-uuid @uuid" among its arguments? */
 static bool is_domain(int proc, const char *pid, const char *uuid)
 {
@@ -85,7 +56,7 @@ static bool is_domain(int proc, const char *pid, const char *uuid)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/cmdline", pid);
-	n = read_small(proc, path, cmd, sizeof(cmd));
+	n = small_file_read(proc, path, cmd, sizeof(cmd));
 	for (ssize_t i = 0; n > 0 && i < n;) {
 		size_t len = strlen(cmd + i);
 
@@ -158,8 +129,8 @@ static int find_tids(int kvm_dir, int proc, int pid, int *tids)
 			uint64_t t;
 
 			snprintf(path, sizeof(path), "vcpu%u/pid", n);
-			if (read_small(kvm_dir, path, buf, sizeof(buf)) < 0 ||
-			    !first_u64(buf, &t))
+			if (small_file_read(kvm_dir, path, buf, sizeof(buf)) < 0 ||
+			    !small_file_u64(buf, &t))
 				break;
 			tids[n] = (int)t;
 		}
@@ -176,7 +147,7 @@ static int find_tids(int kvm_dir, int proc, int pid, int *tids)
 		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
 		snprintf(path, sizeof(path), "%s/comm", e->d_name);
-		if (read_small(dirfd(d), path, buf, sizeof(buf)) < 0 ||
+		if (small_file_read(dirfd(d), path, buf, sizeof(buf)) < 0 ||
 		    sscanf(buf, "CPU %u/KVM", &v) != 1 || v >= HOST_MAX_VCPUS)
 			continue;
 		tids[v] = atoi(e->d_name);
@@ -342,8 +313,8 @@ int host_vm_sample(struct host_vm *h, struct stats_domain *sd, char *why,
 		sleeping += h->vcpus[i].blocking;
 	}
 	if (h->kvm_dir >= 0) {
-		if (read_small(h->kvm_dir, "blocking", buf, sizeof(buf)) < 0 ||
-		    !first_u64(buf, &blocked)) {
+		if (small_file_read(h->kvm_dir, "blocking", buf, sizeof(buf)) < 0 ||
+		    !small_file_u64(buf, &blocked)) {
 			snprintf(why, whysize, "KVM's statistics of process "
 				 "%d are gone", h->pid);
 			return -1;
