@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "export/export.h"
+#include "export/history.h"
 #include "export/hooks.h"
 #include "idle/idle.h"
 #include "machine/vm.h"
@@ -184,6 +185,7 @@ static bool export_drain(void)
 		n = event_read(&ex.events, evs, EXPORT_BATCH);
 		for (i = 0; i < n; i++) {
 			control_broadcast(&evs[i]);
+			history_add(&evs[i]);
 			if (evs[i].kind != VM_EV_STATE)
 				continue; /* a pause or a resume: watchers only */
 			ex.state = evs[i].to;
@@ -258,6 +260,7 @@ int export_start(struct vm *vm, const struct export_config *o)
 		return vmm_fail(VMM_EXIT_USAGE, "cannot write --metrics-file "
 				"'%s': %s", o->metrics_file, why);
 	ex.state = SYSIDLE_NOT;
+	history_reset();
 	if (status_init(o->name, o->uuid))
 		return -1;
 	ex.st = vm_status_new(vm);
