@@ -385,6 +385,23 @@ def test_report():
           and re.search(r"^r-tick +vmm .* a tick policy +vCPU 1 LAPIC "
                         r"periodic timer", out, re.M),
           "report: the table", out + err)
+    tick_sock = vms[1][1]
+    c = vmmtest.Client(tick_sock)
+    h = poll_until(lambda: (lambda r: r if "truncated_before_unix_ms" in r
+                            else None)(c.request({"cmd": "history"})), 30) \
+        or {}
+    c.close()
+    ch = h.get("changes", [])
+    check(len(ch) == 4096 and h["truncated_before_unix_ms"] ==
+          ch[0]["unix_ms"] > h["from_unix_ms"],
+          "history: a VM ticking out of full idle fills the ring; the reply "
+          "says from when it is whole (truncated_before_unix_ms)",
+          json.dumps({k: v for k, v in h.items() if k != "changes"}))
+    svg = os.path.join(TMP, "tick.svg")
+    rc, out, err = ctl("timeline", "r-tick", "--svg", svg)
+    check(rc == 0 and "not kept" in open(svg).read() and
+          subprocess.run(["xmllint", "--noout", svg]).returncode == 0,
+          "timeline of a truncated history: says so, well-formed", err)
     rc, _, err = ctl("report", "--bridge-metrics", prom + ".missing")
     check(rc == 1 and "--bridge-metrics" in err,
           "report: a missing --bridge-metrics file, exit 1", err)

@@ -17,34 +17,43 @@
 #define BRIDGE_LINE_MAX 4096
 #define BRIDGE_FILE_MAX (64L << 20)
 
-/* The value of label @key in @labels ("vm=\"a\",uuid=\"b\""), unescaped
- * (\\, \", \n) into @out (@size bytes); 0, or -1 when absent or too long. */
+/* The value of label @key in @labels ("vm=\"a\",uuid=\"b\"", NUL-ended),
+ * unescaped (\\, \", \n) into @out (@size bytes); 0, or -1 when absent,
+ * malformed or too long. */
 static int label(const char *labels, const char *key, char *out, size_t size)
 {
-	size_t klen = strlen(key), k = 0;
 	const char *p = labels;
 
-	while (p && *p) {
-		if (!strncmp(p, key, klen) && p[klen] == '=' &&
-		    p[klen + 1] == '"')
-			break;
-		p = strstr(p, "\",");
-		p = p ? p + 2 : NULL;
-	}
-	if (!p || !*p)
-		return -1;
-	for (p += klen + 2; *p && *p != '"'; p++) {
-		char ch = *p;
+	while (*p) {
+		const char *eq = strchr(p, '=');
+		bool want;
+		size_t k = 0;
 
-		if (ch == '\\' && p[1]) {
-			ch = *++p == 'n' ? '\n' : *p;
-		}
-		if (k + 1 >= size)
+		if (!eq || eq[1] != '"')
 			return -1;
-		out[k++] = ch;
+		want = (size_t)(eq - p) == strlen(key) &&
+		       !strncmp(p, key, strlen(key));
+		for (p = eq + 2; *p && *p != '"'; p++) {
+			char ch = *p;
+
+			if (ch == '\\' && p[1])
+				ch = *++p == 'n' ? '\n' : *p;
+			if (want && k + 1 >= size)
+				return -1;
+			if (want)
+				out[k++] = ch;
+		}
+		if (*p != '"')
+			return -1;
+		if (want) {
+			out[k] = '\0';
+			return 0;
+		}
+		p++;
+		if (*p == ',')
+			p++;
 	}
-	out[k] = '\0';
-	return *p == '"' ? 0 : -1;
+	return -1;
 }
 
 /* The domain named @vm in @d, added if new (NULL: the table is full). */

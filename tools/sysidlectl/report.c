@@ -32,13 +32,6 @@ struct report_row {
 	json_object *o;         /* --json */
 };
 
-static double num_or(json_object *o, const char *key, double def)
-{
-	json_object *v = ctl_number(o, key);
-
-	return v ? json_object_get_double(v) : def;
-}
-
 /* Rule 2's test on status object @vm: every vCPU halted, and half the
  * wake-ups of the last minute or more from tick rules; the busiest
  * source's label and rate into @woken. *@running: vCPUs not halted. */
@@ -234,6 +227,8 @@ static void report_print(struct report_row *r, int w)
 	r->o = NULL;
 }
 
+/* See sysidlectl.h: @bridge_metrics the bridge's metrics file, NULL:
+ * none. */
 int cmd_report(const char *bridge_metrics)
 {
 	struct bridge_domains bd = { 0 };

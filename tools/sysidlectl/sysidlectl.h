@@ -128,7 +128,11 @@ struct bridge_domains {
 int bridge_read(const char *path, struct bridge_domains *d);
 void bridge_free(struct bridge_domains *d);
 
-/* why.c, report.c, timeline.c: each returns the exit status. */
+/* why.c: number member @key of @o (NULL: none) as a double, @def when
+ * it is missing or not a number. */
+double num_or(json_object *o, const char *key, double def);
+/* why.c, report.c, timeline.c: each returns the exit status; the options
+ * are parsed, DIR checked (need_dir), @name non-empty. */
 int cmd_why(const char *name);
 int cmd_report(const char *bridge_metrics);
 int cmd_timeline(const char *name, const char *svg);

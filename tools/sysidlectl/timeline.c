@@ -39,6 +39,7 @@ static const struct { const char *by, *fill; } causes[] = {
 };
 #define TL_CAUSES (sizeof(causes) / sizeof(causes[0]))
 
+/* The state named @s (any string), 0..4, or -1. */
 static int state_num(const char *s)
 {
 	for (int i = 0; i < TL_STATES; i++)
@@ -47,6 +48,8 @@ static int state_num(const char *s)
 	return -1;
 }
 
+/* The index in causes[] of the cause named @by (NULL or unknown: the
+ * last, "unknown"). */
 static size_t cause_num(const char *by)
 {
 	for (size_t i = 0; by && i + 1 < TL_CAUSES; i++)
@@ -88,6 +91,7 @@ struct plot {
 	double width;        /* of the plot area */
 };
 
+/* The x of Unix ms @t, clamped to the plot; @p->t1 > @p->t0. */
 static double x_of(const struct plot *p, int64_t t)
 {
 	if (t < p->t0)
@@ -254,6 +258,7 @@ static void draw(FILE *f, const char *name, json_object *h)
 	fputs("</svg>\n", f);
 }
 
+/* See sysidlectl.h: @svg the file to write (created or truncated). */
 int cmd_timeline(const char *name, const char *svg)
 {
 	struct ctl_conn c = { .fd = -1 };

@@ -14,8 +14,8 @@
 #define WHY_TOP 8       /* sources shown, busiest first */
 #define WHY_EARLIER 3   /* ... of those before the last minute, if none in it */
 
-/* A number member of @o as a double, @def when missing. */
-static double num_or(json_object *o, const char *key, double def)
+/* See sysidlectl.h. */
+double num_or(json_object *o, const char *key, double def)
 {
 	json_object *v = ctl_number(o, key);
 
@@ -221,6 +221,7 @@ static void print_why(json_object *w)
 		putchar('\n');
 }
 
+/* See sysidlectl.h: @name a VM's name or socket path. */
 int cmd_why(const char *name)
 {
 	struct ctl_conn c = { .fd = -1 };

@@ -68,6 +68,8 @@ static const char *state_name(int s)
 		sysidle_state_name(s) : "?";
 }
 
+/* One kept change as the reply's object; NULL when out of memory (the
+ * array then skips it). */
 static struct json_object *entry_json(const struct history_entry *e)
 {
 	struct json_object *o = json_object_new_object();
