@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 
@@ -409,12 +410,93 @@ def test_report():
         check(vm.stop() == 143, "SIGTERM: 143", vm.err)
 
 
+class CannedVmm:
+    """A control socket at DIR/@name.sock answering every status request
+    with the status object @vm (as a VMM with a duty cycle would)."""
+
+    def __init__(self, name, vm):
+        self.reply = (json.dumps({"ok": True, "cmd": "status", "vm": vm}) +
+                      "\n").encode()
+        self.srv = socket.socket(socket.AF_UNIX)
+        self.srv.bind(os.path.join(DIR, name + ".sock"))
+        self.srv.listen(8)
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            with c:
+                c.recv(4096)
+                c.sendall(self.reply)
+
+    def close(self):
+        os.unlink(self.srv.getsockname())
+        self.srv.close()
+
+
+def canned(name, ratio, span_s, tick_per_minute=0, running=False):
+    vm = {"name": name, "state": "FULL_NOTED" if ratio > 0.9 else "NOT",
+          "in_state_s": 5.0, "sysidle": True, "timekeeper": 0,
+          "vcpus": [{"id": 0, "idle": True}, {"id": 1, "idle": not running}],
+          "wake_sources": {"window_s": 60, "vcpus": [
+              {"vcpu": 0, "source": "lapic-timer",
+               "last": "lapic-timer periodic", "total": tick_per_minute,
+               "last_minute": tick_per_minute,
+               "per_second": tick_per_minute / 60}] if tick_per_minute
+              else []},
+          "duty": {"full_idle_ratio": {"1m": ratio, "1h": ratio,
+                                       "24h": ratio},
+                   "span_s": {"1m": min(span_s, 60), "1h": min(span_s, 3600),
+                              "24h": span_s},
+                   "tracked_s": span_s}}
+    return CannedVmm(name, vm)
+
+
+def test_report_rules():
+    """The rules on VMs with a duty cycle (canned statuses): 97 % of the
+    day or of a younger VM's life fully idle, suspend or pack, whatever
+    wakes it; below, a tick policy only for a VM halted and woken by its
+    tick; else nothing."""
+    fakes = [canned("c-day", 0.98, 86400.5, tick_per_minute=600),
+             canned("c-young", 0.975, 1200),
+             canned("c-tick", 0.60, 86400.5, tick_per_minute=15000),
+             canned("c-work", 0.60, 86400.5),
+             canned("c-run", 0.10, 86400.5, tick_per_minute=15000,
+                    running=True)]
+    rc, out, err = ctl("--json", "report")
+    try:
+        r = {x["name"]: x for x in map(json.loads, out.splitlines())}
+    except ValueError:
+        r = {}
+    got = {n: (r.get(n, {}).get("advice"), r.get(n, {}).get("window"))
+           for n in ("c-day", "c-young", "c-tick", "c-work", "c-run")}
+    check(rc == 0 and got == {"c-day": ("suspend or pack", "24h"),
+                              "c-young": ("suspend or pack", "life"),
+                              "c-tick": ("a tick policy", "24h"),
+                              "c-work": ("nothing", "24h"),
+                              "c-run": ("nothing", "24h")},
+          "report: the rules in order on duty cycles (97 % of the 24 h "
+          "window, or of a younger VM's life)", "%s\n%s%s" % (got, out, err))
+    rc, out, err = ctl("report")
+    check(re.search(r"^c-young +vmm +FULL_NOTED +5\.0s +97\.5% +20m00s +"
+                    r"suspend or pack", out, re.M) and
+          re.search(r"^c-day +vmm .* 98\.0% +24h +suspend or pack", out,
+                    re.M),
+          "report: the table shows the share and the span used", out + err)
+    for f in fakes:
+        f.close()
+
+
 if __name__ == "__main__":
     try:
         test_why_rates()
         test_outside_and_timeline()
         test_errors()
         test_report()
+        test_report_rules()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     sys.exit(vmmtest.finish())
