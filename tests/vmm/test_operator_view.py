@@ -412,11 +412,13 @@ def test_report():
 
 class CannedVmm:
     """A control socket at DIR/@name.sock answering every status request
-    with the status object @vm (as a VMM with a duty cycle would)."""
+    with the status object @vm (as a VMM with a duty cycle would), and a
+    history request with @history when given."""
 
-    def __init__(self, name, vm):
-        self.reply = (json.dumps({"ok": True, "cmd": "status", "vm": vm}) +
-                      "\n").encode()
+    def __init__(self, name, vm, history=None):
+        self.replies = {
+            "status": {"ok": True, "cmd": "status", "vm": vm},
+            "history": dict(history or {}, ok=True, cmd="history")}
         self.srv = socket.socket(socket.AF_UNIX)
         self.srv.bind(os.path.join(DIR, name + ".sock"))
         self.srv.listen(8)
@@ -429,8 +431,12 @@ class CannedVmm:
             except OSError:
                 return
             with c:
-                c.recv(4096)
-                c.sendall(self.reply)
+                try:
+                    cmd = json.loads(c.recv(4096)).get("cmd")
+                except ValueError:
+                    cmd = None
+                c.sendall((json.dumps(self.replies.get(cmd, {})) +
+                           "\n").encode())
 
     def close(self):
         os.unlink(self.srv.getsockname())
@@ -490,6 +496,34 @@ def test_report_rules():
         f.close()
 
 
+def test_malformed():
+    """Replies of the wrong shapes: why, report and timeline say what they
+    can and never crash."""
+    vm = {"name": "odd", "state": "FULL_NOTED", "vcpus": [1, "x", {}],
+          "sysidle": True, "in_state_s": "x",
+          "wake_sources": {"vcpus": [1, None, {"source": 5},
+                                     {"source": "ipi", "last": "ipi from",
+                                      "last_minute": 3, "per_second": -1},
+                                     {"source": "zzz", "last_minute": 1}],
+                           "full_idle_exits": [], "housekeeping": [{}]},
+          "duty": {"full_idle_ratio": {"24h": "x"}, "span_s": []}}
+    history = {"from_unix_ms": 2000, "now_unix_ms": 1000, "state": "??",
+               "capacity": "x", "truncated_before_unix_ms": 1500,
+               "changes": [1, {"to": "BAD", "unix_ms": -5},
+                           {"from": "FULL_NOTED", "to": "NOT",
+                            "unix_ms": 10 ** 15, "by": 3},
+                           {"from": "NOT", "to": "FULL_NOTED"}]}
+    f = CannedVmm("odd", vm, history)
+    svg = os.path.join(TMP, "odd.svg")
+    res = [ctl("why", "odd"), ctl("--json", "why", "odd"), ctl("report"),
+           ctl("--json", "report"), ctl("timeline", "odd", "--svg", svg)]
+    check(all(rc in (0, 1) for rc, _, _ in res) and
+          subprocess.run(["xmllint", "--noout", svg]).returncode == 0,
+          "malformed replies: why, report and timeline exit 0 or 1, the "
+          "SVG well-formed", "\n".join("%d %s %s" % r for r in res))
+    f.close()
+
+
 if __name__ == "__main__":
     try:
         test_why_rates()
@@ -497,6 +531,7 @@ if __name__ == "__main__":
         test_errors()
         test_report()
         test_report_rules()
+        test_malformed()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     sys.exit(vmmtest.finish())

@@ -132,7 +132,9 @@ void why_label(const char *source, const char *last, char *buf, size_t size)
 	if (last && !strncmp(last, source, strlen(source)) &&
 	    last[strlen(source)] == ' ' && !r->detail)
 		rest = last + strlen(source) + 1;
-	if (!strcmp(source, "ipi") && !strncmp(rest, "from vcpu ", 10))
+	if (!r->source) /* a source this table does not know: its name */
+		snprintf(buf, size, "%s wake-ups", source);
+	else if (!strcmp(source, "ipi") && !strncmp(rest, "from vcpu ", 10))
 		snprintf(buf, size, "%s from vCPU %s", r->label, rest + 10);
 	else
 		snprintf(buf, size, "%s%s%s", r->label, *rest ? " " : "", rest);
