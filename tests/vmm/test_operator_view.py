@@ -268,7 +268,9 @@ def test_outside_and_timeline():
     rc, out, err = ctl("why", "idle")
     check(rc == 0 and re.search(r"^Ends of full idle by cause:.* kick 1",
                                 out, re.M) and "serial-input 1" in out and
-          "vCPU 0 serial input, " in out,
+          "vCPU 0 serial input, " in out and
+          "\n  kick: someone outside woke it" in out and
+          "\n  serial-input: input arriving on the serial console" in out,
           "why: 'Ends of full idle by cause: kick 1, serial-input 1'",
           out + err)
     c = vmmtest.Client(sock)

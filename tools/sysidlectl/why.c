@@ -205,6 +205,13 @@ static void print_why(json_object *w)
 				       json_object_get_int64(x));
 		}
 		printf("%s\n", any ? "" : " none yet");
+		json_object_object_foreach(ctl_member(w, "full_idle_exits",
+						      json_type_object), c, y) {
+			const struct why_rule *r = why_rule_for(c, NULL, true);
+
+			if (json_object_get_int64(y) > 0)
+				printf("  %s: %s\n", c, r->what);
+		}
 	}
 	a = ctl_member(w, "housekeeping", json_type_array);
 	n = a ? json_object_array_length(a) : 0;
