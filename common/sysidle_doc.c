@@ -31,6 +31,29 @@ static char *xml_escape(const char *s)
 	return out;
 }
 
+static const char *const ratio_attr[3] = {
+	"full_idle_ratio_1m", "full_idle_ratio_1h", "full_idle_ratio_24h",
+};
+
+/* The three ratios as " full_idle_ratio_1m='0.973' ..." into @buf (@n:
+ * room for them). A permille above 1000 is written as 1000. */
+static void duty_attributes(const struct sysidle_doc *doc, char *buf,
+			    size_t n)
+{
+	size_t len = 0;
+
+	for (int i = 0; i < 3 && len < n; i++) {
+		unsigned int p = doc->full_idle_permille[i] > 1000 ? 1000 :
+				 doc->full_idle_permille[i];
+		int k = snprintf(buf + len, n - len, " %s='%u.%03u'",
+				 ratio_attr[i], p / 1000, p % 1000);
+
+		if (k < 0)
+			break;
+		len += (size_t)k;
+	}
+}
+
 /* The attributes, in their one order, single-quoted. */
 static char *attributes(const struct sysidle_doc *doc)
 {
@@ -38,7 +61,7 @@ static char *attributes(const struct sysidle_doc *doc)
 	time_t t = (time_t)(doc->since_unix_ms / 1000);
 	char since[40], *host;
 	struct tm tm;
-	char *s, *lease = NULL;
+	char *s, *lease = NULL, duty[160] = "", left[48] = "";
 
 	gmtime_r(&t, &tm);
 	strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -55,12 +78,17 @@ static char *attributes(const struct sysidle_doc *doc)
 		if (!lease)
 			return NULL;
 	}
+	if (doc->has_duty)
+		duty_attributes(doc, duty, sizeof(duty));
+	if (doc->left_full_idle_unix_ms)
+		snprintf(left, sizeof(left), " left_full_idle_unix_ms='%" PRIu64
+			 "'", doc->left_full_idle_unix_ms);
 	if (asprintf(&s, "name='%s' state='%s' num='%d' since='%s.%03uZ' "
 		     "since_unix_ms='%" PRIu64 "' full_idle_periods='%" PRIu64
-		     "' vcpus='%u'%s", name, name, (int)doc->state, since,
+		     "' vcpus='%u'%s%s%s", name, name, (int)doc->state, since,
 		     (unsigned int)(doc->since_unix_ms % 1000),
 		     doc->since_unix_ms, doc->full_idle_periods,
-		     doc->vcpus, lease ? lease : "") < 0)
+		     doc->vcpus, duty, left, lease ? lease : "") < 0)
 		s = NULL;
 	free(lease);
 	return s;
@@ -164,6 +192,51 @@ static bool parse_u64(const char *s, uint64_t *v)
 	return !errno && !*end;
 }
 
+/* @s as a decimal 0..1 ("0", "1", "0.5", "0.973", "1.000"; digits past
+ * the third decimal dropped, at most 18 of them) in thousandths; false
+ * when it is not one. */
+static bool parse_ratio(const char *s, unsigned int *permille)
+{
+	unsigned int whole, frac = 0;
+	size_t nd;
+
+	if (!s || (s[0] != '0' && s[0] != '1'))
+		return false;
+	whole = (unsigned int)(s[0] - '0');
+	s++;
+	if (*s == '.') {
+		s++;
+		nd = strspn(s, "0123456789");
+		if (nd == 0 || nd > 18 || s[nd])
+			return false;
+		for (size_t i = 0; i < 3; i++)
+			frac = frac * 10 + (i < nd ? (unsigned int)(s[i] - '0') : 0);
+		if (whole == 1 && s[strspn(s, "0")])
+			return false; /* above 1 */
+	} else if (*s) {
+		return false;
+	}
+	*permille = whole * 1000 + frac;
+	return true;
+}
+
+/* The duty cycle's optional attributes of the tag at @p into @doc; false
+ * when one is there but bad. */
+static bool parse_duty(const char *p, struct sysidle_doc *doc)
+{
+	char buf[64];
+
+	for (int i = 0; i < 3; i++) {
+		if (!attr(p, ratio_attr[i], buf, sizeof(buf)))
+			continue;
+		if (!parse_ratio(buf, &doc->full_idle_permille[i]))
+			return false;
+		doc->has_duty = true;
+	}
+	return !attr(p, "left_full_idle_unix_ms", buf, sizeof(buf)) ||
+	       parse_u64(buf, &doc->left_full_idle_unix_ms);
+}
+
 int sysidle_doc_parse(const char *xml, struct sysidle_doc *doc)
 {
 	const char *p;
@@ -211,6 +284,8 @@ int sysidle_doc_parse(const char *xml, struct sysidle_doc *doc)
 	     !parse_u64(buf, &doc->writer_pid)) ||
 	    (attr(p, "writer_start_ticks", buf, sizeof(buf)) &&
 	     !parse_u64(buf, &doc->writer_start_ticks)))
+		return -1;
+	if (!parse_duty(p, doc))
 		return -1;
 	/* Longer than a host name: left "" (not unescaped: host names have
 	 * no character that needs it). */

@@ -14,6 +14,7 @@
 #ifndef SYSIDLE_COMMON_SYSIDLE_DOC_H
 #define SYSIDLE_COMMON_SYSIDLE_DOC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <sysidle/sysidle.h>
@@ -37,6 +38,14 @@ struct sysidle_doc {
 				     * since_unix_ms= and since= */
 	uint64_t full_idle_periods; /* FULL_NOTED reached, since watched */
 	unsigned int vcpus;
+	/* The duty cycle as of @since_unix_ms (duty_cycle.h): the share of
+	 * the last 1 min, 1 h and 24 h fully idle, in thousandths (0..1000),
+	 * written as full_idle_ratio_1m=, _1h=, _24h= ('0.973') when
+	 * @has_duty; the last leave of full idle, left_full_idle_unix_ms=,
+	 * when not 0. */
+	bool has_duty;
+	unsigned int full_idle_permille[3];
+	uint64_t left_full_idle_unix_ms;
 	/* The lease of a long-running writer (the libvirt bridge): who wrote
 	 * it and until when a reader may trust it. valid_until_unix_ms 0: no
 	 * lease, and none of these attributes is written (the VMM's hooks). */
@@ -65,7 +74,10 @@ char *sysidle_doc_domain_xml(const struct hook_domain *dom,
  * needs since_unix_ms= and at least one of name=, state=, num= (all those
  * present must agree); since=, full_idle_periods=, vcpus= and the lease
  * (valid_until_unix_ms=, writer_host=, writer_pid=, writer_start_ticks=)
- * are optional (0 or "" when missing), unknown attributes are ignored. @xml must be NULL or
+ * are optional (0 or "" when missing), as are the duty cycle's
+ * (full_idle_ratio_1m=, _1h=, _24h=: a decimal 0..1, its first 3 decimals
+ * kept; @has_duty when any of them is there; left_full_idle_unix_ms=);
+ * unknown attributes are ignored. @xml must be NULL or
  * NUL-terminated; at most SYSIDLE_DOC_MAX bytes of it are looked at for
  * its length, and the time taken is linear in it. Returns 0 and fills
  * @doc, or -1 (no such element, a bad or missing value, or a text longer

@@ -30,7 +30,67 @@ static void same_doc(const struct sysidle_doc *a, const struct sysidle_doc *b)
 	ck_assert_uint_eq(a->writer_pid, b->writer_pid);
 	ck_assert_uint_eq(a->writer_start_ticks, b->writer_start_ticks);
 	ck_assert_str_eq(a->writer_host, b->writer_host);
+	ck_assert_int_eq(a->has_duty, b->has_duty);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(a->full_idle_permille[i],
+				  b->full_idle_permille[i]);
+	ck_assert_uint_eq(a->left_full_idle_unix_ms, b->left_full_idle_unix_ms);
 }
+
+/* The duty cycle's attributes: after vcpus, before the lease, read back;
+ * a reader takes other spellings of a ratio in 0..1 and refuses the rest;
+ * a document without them (older writers) still parses. */
+START_TEST(test_doc_duty)
+{
+	struct sysidle_doc d = { .state = SYSIDLE_NOT,
+				 .since_unix_ms = 1767323045678ull,
+				 .full_idle_periods = 2, .vcpus = 1,
+				 .has_duty = true,
+				 .full_idle_permille = { 1000, 973, 5 },
+				 .left_full_idle_unix_ms = 1767323045678ull,
+				 .valid_until_unix_ms = 9, .writer_pid = 7,
+				 .writer_host = "h" };
+	static const struct { const char *v; int ok; unsigned int p; } r[] = {
+		{ "0", 1, 0 }, { "1", 1, 1000 }, { "0.5", 1, 500 },
+		{ "0.9739", 1, 973 }, { "1.000000", 1, 1000 },
+		{ "1.001", 0, 0 }, { "2", 0, 0 }, { "-0.1", 0, 0 },
+		{ "0.", 0, 0 }, { ".5", 0, 0 }, { "0.5x", 0, 0 }, { "", 0, 0 },
+		{ "0.1234567890123456789", 0, 0 },
+	};
+	struct sysidle_doc back;
+	char *x = sysidle_doc_element(&d), buf[256];
+
+	ck_assert_ptr_nonnull(x);
+	ck_assert_str_eq(x, "<state name='NOT' state='NOT' num='0' "
+			 "since='2026-01-02T03:04:05.678Z' "
+			 "since_unix_ms='1767323045678' full_idle_periods='2' "
+			 "vcpus='1' full_idle_ratio_1m='1.000' "
+			 "full_idle_ratio_1h='0.973' full_idle_ratio_24h='0.005' "
+			 "left_full_idle_unix_ms='1767323045678' "
+			 "writer_host='h' writer_pid='7' writer_start_ticks='0' "
+			 "valid_until_unix_ms='9'/>");
+	ck_assert_int_eq(sysidle_doc_parse(x, &back), 0);
+	same_doc(&back, &d);
+	free(x);
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		snprintf(buf, sizeof(buf), "<state num='1' since_unix_ms='5' "
+			 "full_idle_ratio_1h='%s'/>", r[i].v);
+		ck_assert_int_eq(sysidle_doc_parse(buf, &back),
+				 r[i].ok ? 0 : -1);
+		if (r[i].ok) {
+			ck_assert(back.has_duty);
+			ck_assert_uint_eq(back.full_idle_permille[1], r[i].p);
+		}
+	}
+	ck_assert_int_eq(sysidle_doc_parse("<state num='1' since_unix_ms='5' "
+					   "left_full_idle_unix_ms='x'/>",
+					   &back), -1);
+	ck_assert_int_eq(sysidle_doc_parse("<state num='1' since_unix_ms='5'/>",
+					   &back), 0);
+	ck_assert(!back.has_duty);
+	ck_assert_uint_eq(back.left_full_idle_unix_ms, 0);
+}
+END_TEST
 
 /* A leased element: the four lease attributes after the others, and read
  * back as written. */
@@ -476,6 +536,7 @@ int main(void)
 
 	tcase_add_test(tc, test_doc_element);
 	tcase_add_test(tc, test_doc_lease);
+	tcase_add_test(tc, test_doc_duty);
 	tcase_add_test(tc, test_doc_domain_xml);
 	tcase_add_test(tc, test_doc_parse_minimal);
 	tcase_add_test(tc, test_doc_parse_bad);

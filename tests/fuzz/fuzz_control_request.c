@@ -108,6 +108,21 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 	*st = fake_st;
 }
 
+/* The duty cycle of a VM fully idle for the last 90 s of its 100 s. */
+void export_duty_read(struct vm_status *st, uint64_t now)
+{
+	struct duty_cycle *d = malloc(sizeof(*d));
+
+	(void)now;
+	memset(&st->duty, 0, sizeof(st->duty));
+	if (!d)
+		return;
+	duty_cycle_init(d, 0);
+	duty_cycle_set(d, 10000000000ull, 10000, true);
+	duty_cycle_read(d, 100000000000ull, &st->duty);
+	free(d);
+}
+
 uint64_t pause_request(void)
 {
 	return ++pauses_requested;

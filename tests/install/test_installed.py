@@ -84,6 +84,7 @@ def test_install(t):
     files = t.files()
     expect = ["bin/" + p for p in PROGRAMS] + [
         "share/sysidle/guests/idle.elf", "share/sysidle/guests/selftest.elf",
+        "share/sysidle/prometheus/sysidle.rules.yml",
         "include/sysidle/sysidle.h", "include/sysidle/guest_abi.h",
         "include/sysidle/apic_regs.h",
         "share/man/man1/sysidle-vmm.1", "share/man/man1/sysidlectl.1",

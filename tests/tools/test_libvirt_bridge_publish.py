@@ -121,6 +121,19 @@ def test_main(tmp):
     check(ok, "web1: the metadata read back after each change: <state "
           "name num since_unix_ms full_idle_periods vcpus/>",
           "\n".join(l for l in out.splitlines() if "read back" in l))
+    ratios = ["full_idle_ratio_1m", "full_idle_ratio_1h",
+              "full_idle_ratio_24h"]
+    ok = len(w) == 4 and all(e.get(k) is None for k in ratios +
+                             ["left_full_idle_unix_ms"] for e in w[:1])
+    ok = ok and all(re.fullmatch(r"0\.\d{3}|1\.000", e.get(k) or "")
+                    for e in w[1:] for k in ratios)
+    ok = ok and w[1].get("left_full_idle_unix_ms") is None and \
+        w[2].get("left_full_idle_unix_ms") == w[2].get("since_unix_ms") and \
+        w[3].get("left_full_idle_unix_ms") == w[2].get("since_unix_ms") and \
+        float(w[2].get("full_idle_ratio_1m")) > 0
+    check(ok, "web1: the duty cycle in the metadata: none at the first "
+          "state, then the three ratios as of since, the leave of full "
+          "idle from the first one on", [e.attrib for e in w])
     allback = [e for es in backs.values() for e in es if e is not None]
     bad = [why for why in (urnschema.validate(ET.tostring(e, "unicode"))
                            for e in allback) if why]
@@ -287,6 +300,17 @@ def test_metrics_lease(tmp):
           metric(ms, "sysidle_libvirt_up") == 1,
           "metrics: web1 fully idle since %s (read at %.3f), its state, "
           "uuid and source; 2 domains watched" % (since, t_read), text)
+    done = metric(ms, "sysidle_vm_full_idle_seconds_total", vm="web1")
+    left = metric(ms, "sysidle_vm_left_full_idle_timestamp_seconds",
+                  vm="web1")
+    busy = metric(ms, "sysidle_vm_longest_busy_seconds", vm="web1")
+    check(done is not None and done >= 0 and left is not None and
+          (left == 0 or left <= since) and busy is not None and busy >= 0 and
+          re.search(r"^# TYPE sysidle_vm_full_idle_seconds_total counter$",
+                    text, re.M),
+          "metrics: web1's full-idle seconds of the ended periods (a "
+          "counter), its last leave of full idle (before its since) and "
+          "longest busy stretch", text)
     back = poll_until(lambda: metric(metrics(mfile)[0],
                       "sysidle_libvirt_interval_seconds") == 0.05, 20)
     check(back, "flap busy: the interval back to --interval 50 ms",
@@ -300,10 +324,15 @@ def test_metrics_lease(tmp):
            if e is not None and e.get("name") == "FULL_NOTED"]
     sinces = {e.get("since_unix_ms") for e in web}
     until = [int(e.get("valid_until_unix_ms", 0)) for e in web]
+    duty = {tuple(e.get(k) for k in ("full_idle_ratio_1m",
+                                      "full_idle_ratio_1h",
+                                      "full_idle_ratio_24h",
+                                      "left_full_idle_unix_ms"))
+            for e in web}
     check(len(web) >= 2 and len(sinces) == 1 and until == sorted(until) and
-          len(set(until)) == len(until),
-          "--lease 3: web1's FULL_NOTED renewed (%d writes, the same since, "
-          "each valid_until later)" % len(web),
+          len(set(until)) == len(until) and len(duty) == 1,
+          "--lease 3: web1's FULL_NOTED renewed (%d writes, the same since "
+          "and duty cycle, each valid_until later)" % len(web),
           [e.attrib for e in web])
 
 

@@ -25,6 +25,50 @@ from hook_recorder import (  # noqa: E402
     records, vm_args, write_hook)
 
 
+def element(rs):
+    """The urn:sysidle:1 element of the first record of @rs (None)."""
+    try:
+        return ET.fromstring(rs[0]["stdin"]).find(
+            "metadata/{urn:sysidle:1}state")
+    except (ET.ParseError, TypeError, IndexError):
+        return None
+
+
+RATIOS = ["full_idle_ratio_1m", "full_idle_ratio_1h", "full_idle_ratio_24h"]
+
+
+def check_duty(started, begin, end, again, stopped):
+    """The duty cycle in the hooks' element: none at "started"; the three
+    ratios in the others, as of their since; "idle end" left full idle at
+    its since, the next "idle begin" says so; the first "idle begin" has
+    no leave yet."""
+    els = [element(rs) if rs else None
+           for rs in (started, begin, end, again, stopped)]
+    if not all(e is not None for e in els):
+        check(False, "hooks: the duty cycle attributes (an event missing)",
+              els)
+        return
+    s, b, e, a, st = els
+    check(all(s.get(k) is None for k in RATIOS + ["left_full_idle_unix_ms"]),
+          "hooks started: no duty cycle attributes", s.attrib)
+    ok = all(re.fullmatch(r"0\.\d{3}|1\.000", x.get(k) or "")
+             for x in (b, e, a, st) for k in RATIOS)
+    check(ok, "hooks idle begin / end / stopped: full_idle_ratio_1m, _1h, "
+          "_24h, 3 decimals", [x.attrib for x in (b, e, a, st)])
+    check(b.get("left_full_idle_unix_ms") is None and
+          e.get("left_full_idle_unix_ms") == e.get("since_unix_ms") and
+          a.get("left_full_idle_unix_ms") == e.get("since_unix_ms"),
+          "hooks: left_full_idle_unix_ms absent before the first leave, "
+          "the leave's since at idle end and at the next idle begin",
+          [x.attrib for x in (b, e, a)])
+    # the VM was busy from its start to its first full idle: below 1; at
+    # the end of a full idle period, the last minute mostly idle
+    check(float(b.get("full_idle_ratio_24h", "1")) < 1 and
+          float(e.get("full_idle_ratio_1m", "0")) > 0,
+          "hooks: the ratios as of since (below 1 at the first idle begin, "
+          "above 0 at idle end)", [x.attrib for x in (b, e)])
+
+
 def test_events(tmp):
     """DIR/vm then vm.d/ in strcmp order, for each event, exactly."""
     d = os.path.join(tmp, "events")
@@ -102,6 +146,7 @@ def test_events(tmp):
               what + ": child of the VMM, in /, own process group",
               [(r["ppid"], r["cwd"], r["pgid"], r["pid"]) for r in rs] +
               [vm.p.pid])
+    check_duty(started, begin, end, again, stopped)
     check(uuids == {vmmtest.vm_uuid(NAME)},
           "the same uuid in every event: the version-5 uuid of the name",
           "%s, expected %s" % (uuids, vmmtest.vm_uuid(NAME)))

@@ -46,7 +46,9 @@ def test_sample(tmp):
     record = os.path.join(tmp, "sample.rec")
     element = ("name='FULL_NOTED' state='FULL_NOTED' num='4' "
                "since='2026-01-02T03:04:05.678Z' since_unix_ms='1767323045678' "
-               "full_idle_periods='1' vcpus='2'")
+               "full_idle_periods='1' vcpus='2' full_idle_ratio_1m='1.000' "
+               "full_idle_ratio_1h='0.500' full_idle_ratio_24h='0.021' "
+               "left_full_idle_unix_ms='1767323040001'")
     vmm_xml = ("<domain type='kvm'><name>x</name><uuid>u</uuid><vcpu>2</vcpu>"
                "<metadata><sysidle:state xmlns:sysidle='urn:sysidle:1' "
                "%s/></metadata></domain>\n" % element)

@@ -80,6 +80,35 @@ def test_consistency(sock, f):
           "\n".join(bad))
 
 
+def compare_duty(m, s1, bad):
+    """The duty cycle: the file's leave and longest busy stretch against
+    the status object's; its windows (the VM is younger than a day: the
+    day's covers its life, its idle time the live full-idle seconds)."""
+    d, c = s1["duty"], s1["counters"]
+    left = m.value("sysidle_vm_left_full_idle_timestamp_seconds")
+    if abs(left * 1000 - d["left_full_idle_unix_ms"]) > 0.5:
+        bad.append("left full idle: file %s, status %s" % (
+            left, d["left_full_idle_unix_ms"]))
+    if abs(m.value("sysidle_vm_longest_busy_seconds") -
+           d["longest_busy_s"]) > 2e-6:
+        bad.append("longest busy: file %s, status %s" % (
+            m.value("sysidle_vm_longest_busy_seconds"), d["longest_busy_s"]))
+    for w in ["1m", "1h", "24h"]:
+        span, idle, r = d["span_s"][w], d["full_idle_s"][w], \
+            d["full_idle_ratio"][w]
+        if not (0 <= idle <= span + 1e-6 and
+                abs(r - (idle / span if span else 0)) < 2e-6):
+            bad.append("duty %s: ratio %s, %s of %s s" % (w, r, idle, span))
+    if abs(d["span_s"]["24h"] - s1["uptime_s"]) > 0.01 or \
+            abs(d["full_idle_s"]["24h"] - c["full_idle_seconds"]) > 0.01:
+        bad.append("duty 24h: %s of %s s, uptime %s, full idle %s s" % (
+            d["full_idle_s"]["24h"], d["span_s"]["24h"], s1["uptime_s"],
+            c["full_idle_seconds"]))
+    if not (d["longest_busy_24h_s"] == d["longest_busy_s"] > 0):
+        bad.append("longest busy %s, in 24 h %s" % (
+            d["longest_busy_s"], d["longest_busy_24h_s"]))
+
+
 def compare(m, s1, s2, bad):
     """File @m, then status objects @s1 and @s2 read after it: what
     disagrees goes into @bad."""
@@ -116,6 +145,7 @@ def compare(m, s1, s2, bad):
                        "socket %s" % (live, m.value(
                            "sysidle_vm_full_idle_seconds_total"),
                            c["full_idle_seconds"]))
+        compare_duty(m, s1, bad)
         for k, fam in [("ticks_suppressed", "sysidle_ticks_suppressed_total"),
                        ("host_timer_wakeups",
                         "sysidle_host_timer_wakeups_total")]:
@@ -164,12 +194,17 @@ def test_ctl_vm(vm, sock, f, name):
         r = ctl(["--dir", d, "status", "vm"])
         return (r[0] == 0 and
                 re.search(r"^state +FULL_NOTED since", r[1], re.M) and
+                re.search(r"^duty cycle \(fully idle\)\n  1m +\d+\.\d % of "
+                          r"[\d.]+s\n  1h .*\n  24h .*\n  longest_busy +\S+ "
+                          r"\(24h: \S+\)\n  left_full_idle +\S+$", r[1],
+                          re.M) and
                 re.search(r"^ +1 +\d+ +yes +\d+ +\d+$", r[1], re.M)), r
     ok, (rc, out, err, _) = vmmtest.poll_until(status_ok, 10, step=0.05,
                                                done=lambda v: v[0]) or \
         status_ok()
     check(ok,
-          "sysidlectl status NAME: FULL_NOTED, the vCPU table",
+          "sysidlectl status NAME: FULL_NOTED, the vCPU table, the duty "
+          "cycle",
           "exit %s\n%s%s" % (rc, out, err))
     test_consistency(sock, f)
 

@@ -14,6 +14,8 @@
 #include <sysidle/sysidle.h>
 
 #include "domain_idle.h"
+#include "duty_cycle.h"
+#include "host_wakes.h"
 #include "hookrun.h"
 #include "stats_host.h"
 #include "stats_source.h"
@@ -33,6 +35,7 @@ struct options {
 	uint64_t idle_interval_ms; /* --idle-interval: the stretched bound */
 	uint64_t lease_s;
 	const char *metrics_file;
+	const char *wakes_file;  /* --wakes-file: host_wakes_bridge.h */
 	const char *hooks_dir;
 	uint64_t hook_timeout_ns;
 	uint64_t stop_timeout_ns; /* --stop-timeout: see stop.h */
@@ -64,10 +67,16 @@ struct tracked {
 	uint64_t since_unix_ms;  /* when @published began */
 	uint64_t noted_unix_ms;  /* when FULL_NOTED was reached */
 	uint64_t lease_until_ms; /* the published metadata's valid_until */
+	struct duty_cycle *duty; /* fed at each state published, from the
+				  * first one on (monotonic clock) */
+	struct duty_report duty_doc; /* as of @since_unix_ms: the element's */
+	uint64_t duty_unix_ms;   /* when @duty began (wall clock) */
 	char *xml;               /* libvirt's domain XML, as last read for
 				  * the hooks (their stdin at "stopped") */
 	unsigned int first_scan; /* scans_done when first seen */
 	unsigned int ncpus;
+	struct host_wakes *wakes; /* the host's view of its wake-ups */
+	uint64_t wakes_retry_ns; /* no process found: when to look again */
 	char reason[160];        /* the latest scan's */
 };
 

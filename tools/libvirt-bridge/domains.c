@@ -58,10 +58,29 @@ static struct sysidle_doc doc_of(const struct bridge *b,
 		.state = st, .since_unix_ms = since_unix_ms,
 		.full_idle_periods = domain_idle_full_periods(t->di),
 		.vcpus = t->ncpus,
+		.has_duty = t->duty_doc.tracked_ns > 0,
+		.left_full_idle_unix_ms = t->duty_doc.left_unix_ms,
 	};
 
+	for (int w = 0; w < DUTY_WINDOWS; w++)
+		doc.full_idle_permille[w] = t->duty_doc.w[w].permille;
 	lease_fill(&b->opt, &doc, unix_ms());
 	return doc;
+}
+
+/* @t is fully idle (@idle) or not from now on, @now_ms on the wall
+ * clock: its duty cycle fed (begun at its first state), and the figures
+ * as of now kept for its element. */
+static void duty_note(struct tracked *t, bool idle, uint64_t now_ms)
+{
+	uint64_t now = monotonic_ns();
+
+	if (!t->duty->start_ns) {
+		duty_cycle_init(t->duty, now);
+		t->duty_unix_ms = now_ms;
+	}
+	duty_cycle_set(t->duty, now, now_ms, idle);
+	duty_cycle_read(t->duty, now, &t->duty_doc);
 }
 
 static struct tracked *tracked_get(struct bridge *b,
@@ -82,8 +101,10 @@ static struct tracked *tracked_get(struct bridge *b,
 	t->first_scan = b->scans_done;
 	t->di = domain_idle_new();
 	t->name = strdup(sd->name);
-	if (!t->di || !t->name) {
+	t->duty = calloc(1, sizeof(*t->duty)); /* start_ns 0: not begun */
+	if (!t->di || !t->name || !t->duty) {
 		domain_idle_free(t->di);
+		free(t->duty);
 		free(t->name);
 		free(t);
 		return NULL;
@@ -96,10 +117,12 @@ static struct tracked *tracked_get(struct bridge *b,
 void tracked_free(struct tracked *t)
 {
 	host_vm_free(t->host);
+	host_wakes_free(t->wakes);
 	if (t->dom)
 		virDomainFree(t->dom);
 	free(t->xml);
 	domain_idle_free(t->di);
+	free(t->duty);
 	free(t->name);
 	free(t);
 }
@@ -136,8 +159,10 @@ static void set_metadata(const struct bridge *b, struct tracked *t,
 static void publish(const struct bridge *b, struct tracked *t,
 		    enum sysidle_state st, const char *why)
 {
-	if (st != t->published || !t->since_unix_ms)
+	if (st != t->published || !t->since_unix_ms) {
 		t->since_unix_ms = unix_ms();
+		duty_note(t, st == SYSIDLE_FULL_NOTED, t->since_unix_ms);
+	}
 	t->published = st;
 	if (st == SYSIDLE_FULL_NOTED)
 		t->noted_unix_ms = t->since_unix_ms;
@@ -185,10 +210,13 @@ void unwatch(const struct bridge *b, struct tracked *t, const char *why,
 	struct hook_domain hd = hook_dom(t);
 	struct sysidle_doc doc;
 	const char *xml;
+	uint64_t now_ms;
 
 	if (!t->watched || b->opt.once)
 		return;
-	doc = doc_of(b, t, SYSIDLE_NOT, unix_ms());
+	now_ms = unix_ms();
+	duty_note(t, false, now_ms); /* a leave, when fully idle */
+	doc = doc_of(b, t, SYSIDLE_NOT, now_ms);
 	xml = !hook_queue_active() ? NULL : gone ? t->xml : hook_xml(t);
 	if (t->published == SYSIDLE_FULL_NOTED)
 		publish_hooks_change(&hd, SYSIDLE_FULL_NOTED, &doc,

@@ -24,14 +24,19 @@ void metrics_error(void);
 /* One scan done, in @ns; the interval now @interval_ms. */
 void metrics_scan(uint64_t ns, uint64_t interval_ms);
 /* After a scan: write @b's --metrics-file, its domains' states, if due
- * (or @final: the last one, with sysidle_libvirt_up 0). A failure is
- * warned once until it works. The main thread only. */
+ * (or @final: the last one, with sysidle_libvirt_up 0). A failure (ENOSPC,
+ * EIO, EROFS...) is warned once with its cause, counted
+ * (sysidle_libvirt_file_write_failures_total), tried again after each
+ * scan until it works, and that is said once; no temporary file is left.
+ * A @final that cannot be written removes the file. The main thread
+ * only. */
 void metrics_write(const struct bridge *b, bool final);
 /* The forced exit's @metrics_file (NULL: none; stop.c: the signal
  * thread, the main thread anywhere): sysidle_libvirt_up 0 alone, so
- * that nothing in it is left claiming a state no longer followed.
- * write(2) and rename(2) only: no stdio, no lock the main thread may
- * hold, no fsync that may block. */
+ * that nothing in it is left claiming a state no longer followed; when
+ * that cannot be written, the file is removed. write(2), rename(2) and
+ * unlink(2) only: no stdio, no lock the main thread may hold, no fsync
+ * that may block. */
 void metrics_write_down(const char *metrics_file);
 
 #endif

@@ -90,6 +90,12 @@ static const struct opt_entry bridge_options[] = {
 	  .help = "write the bridge's metrics (Prometheus text\n"
 		  "format) to FILE: at each state change and at most\n"
 		  "every 10 s otherwise" },
+	{ .name = "wakes-file", .type = OPT_STRING, .flags = OPT_NONEMPTY,
+	  AT(wakes_file), .metavar = "FILE", .expect = ": expected a file",
+	  .help = "write what wakes each domain as the host sees it\n"
+		  "(KVM's counters, the QEMU threads' wake-ups, rates\n"
+		  "per second over the last minute) to FILE as JSON,\n"
+		  "at most every second; removed at exit" },
 	{ .name = "hooks", .type = OPT_STRING, .flags = OPT_NONEMPTY,
 	  AT(hooks_dir), .def_str = DEFAULT_HOOKS_DIR, .metavar = "DIR",
 	  .expect = ": expected a directory",

@@ -361,3 +361,15 @@ int host_vm_sample(struct host_vm *h, struct stats_domain *sd, char *why,
 	sd->borrowed = true;
 	return 0;
 }
+
+/* No requirement: see stats_host.h. */
+int host_find_pid(const char *proc_root, const char *uuid)
+{
+	return find_pid(proc_root, uuid);
+}
+
+/* No requirement: see stats_host.h. */
+int host_kvm_dir(const char *debugfs, int pid)
+{
+	return kvm_dir_of(debugfs, pid);
+}

@@ -68,4 +68,12 @@ unsigned int host_vm_ncpus(const struct host_vm *h);
 int host_vm_sample(struct host_vm *h, struct stats_domain *sd, char *why,
 		   size_t whysize);
 
+/* The pid of the QEMU process with "-uuid @uuid" among its arguments
+ * under @proc_root, or -1 (for the host's wake-up figures, host_wakes.h,
+ * of a domain no host source is attached to). */
+int host_find_pid(const char *proc_root, const char *uuid);
+/* The debugfs directory (PID-FD under @debugfs) of @pid's VM that has
+ * vCPUs, open (the caller closes it), or -1. */
+int host_kvm_dir(const char *debugfs, int pid);
+
 #endif

@@ -23,6 +23,7 @@ static struct {
 	int done_efd;                /* stop_finish(): the thread ends */
 	uint64_t grace_ns;
 	const char *metrics_file;    /* --metrics-file, NULL: none */
+	const char *wakes_file;      /* --wakes-file, NULL: none */
 	pthread_t thread;
 	bool started;
 	atomic_int signo;            /* the first stop signal, 0: none */
@@ -40,6 +41,8 @@ static void stop_force(const char *why)
 		    "behind stops counting when its lease runs out)", PROG,
 		    why, phase ? phase : "the stop");
 	metrics_write_down(st.metrics_file);
+	if (st.wakes_file) /* a file no longer kept current: gone */
+		unlink(st.wakes_file);
 	_exit(STOP_FORCED_STATUS);
 }
 
@@ -94,7 +97,8 @@ static void *stop_thread(void *arg)
 	}
 }
 
-int stop_start(uint64_t grace_ns, const char *metrics_file)
+int stop_start(uint64_t grace_ns, const char *metrics_file,
+	       const char *wakes_file)
 {
 	sigset_t set;
 
@@ -105,6 +109,7 @@ int stop_start(uint64_t grace_ns, const char *metrics_file)
 		return -1;
 	st.grace_ns = grace_ns;
 	st.metrics_file = metrics_file;
+	st.wakes_file = wakes_file;
 	st.sigfd = signalfd(-1, &set, SFD_CLOEXEC);
 	st.stop_efd = eventfd(0, EFD_CLOEXEC);
 	st.done_efd = eventfd(0, EFD_CLOEXEC);

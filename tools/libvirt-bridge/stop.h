@@ -24,8 +24,10 @@
  * it starts after) and starts the thread that reads them. The caller
  * guarantees it runs before any other thread exists. A forced exit leaves
  * @metrics_file (NULL: none; it must outlive the process) saying the
- * bridge is down. 0, or -1 with errno set. */
-int stop_start(uint64_t grace_ns, const char *metrics_file);
+ * bridge is down, and removes @wakes_file (NULL: none), no longer kept
+ * current. 0, or -1 with errno set. */
+int stop_start(uint64_t grace_ns, const char *metrics_file,
+	       const char *wakes_file);
 
 /* The stop signal's number once one came, else 0. Any thread. */
 int stop_requested(void);

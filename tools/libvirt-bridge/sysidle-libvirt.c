@@ -27,6 +27,7 @@
 #include "bridge.h"
 #include "events.h"
 #include "hook_queue.h"
+#include "host_wakes_bridge.h"
 #include "lease.h"
 #include "metrics.h"
 #include "monotonic.h"
@@ -307,7 +308,9 @@ static int run(struct bridge *b, struct stats_file *sf)
 			interval_ns = next_interval(b, interval_ns);
 			metrics_scan(monotonic_ns() - t0,
 				     interval_ns / 1000000u);
+			host_wakes_scan(b, monotonic_ns());
 			metrics_write(b, false);
+			host_wakes_write(b, false);
 		} else {
 			char why[512];
 
@@ -362,6 +365,7 @@ static int run(struct bridge *b, struct stats_file *sf)
 	}
 	b->ndoms = 0;
 	metrics_write(b, true);
+	host_wakes_write(b, true);
 	if (conn)
 		events_unwatch(conn);
 	events_stop();
@@ -386,7 +390,8 @@ int main(int argc, char **argv)
 	 * this thread and every thread started after (the hooks worker: its
 	 * hooks get a clean mask). */
 	signal(SIGPIPE, SIG_IGN);
-	if (stop_start(b->opt.stop_timeout_ns, b->opt.metrics_file) < 0) {
+	if (stop_start(b->opt.stop_timeout_ns, b->opt.metrics_file,
+		       b->opt.wakes_file) < 0) {
 		fprintf(stderr, PROG ": cannot start the stop thread: %s\n",
 			strerror(errno));
 		return 1;

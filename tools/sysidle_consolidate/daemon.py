@@ -57,21 +57,30 @@ class Context:
         """@t's journal entry made to match what is held of it: written
         when it is packed or suspended (or its restore or resume is still
         retried), dropped otherwise. Called BEFORE a pack or a suspend
-        acts, and after a restore or a resume completed."""
+        acts, and after a restore or a resume completed. Returns False
+        when the journal could not be written (a full disk): a pack or a
+        suspend must then not act (journal.py)."""
         if self.dry or not self.journal.enabled:
-            return
+            return True
         key = t.journal_key()
         if key is None:
-            return
+            return True
         failed = getattr(t, "failed_undo", ())
         packed = t.packed is not None or "restore" in failed or \
             self.retrier.has(t, ("restore",))
         suspended = t.suspended or "resume" in failed or \
             self.retrier.has(t, ("resume",))
         if packed or suspended:
-            self.journal.put(key, t.journal_entry(packed, suspended))
-        else:
-            self.journal.drop(key)
+            return self.journal.put(key, t.journal_entry(packed, suspended))
+        return self.journal.drop(key)
+
+    def not_journalled(self, t, action):
+        """A pack or a suspend of @t not done: its journal entry could not
+        be written (tried again when it idles again)."""
+        self.log("error %s: not %s: the journal cannot be written (%s)" %
+                 (t.name, "packed" if action == "pack" else "suspended",
+                  self.journal.error))
+        self.count(action, "failed")
 
     @staticmethod
     def now():
@@ -120,11 +129,16 @@ class Daemon:
         for t in self.targets():
             ctx.policy.tick(t, now)
         ctx.retrier.run_due()
+        ctx.journal.flush()
         for t in self.targets():
             ctx.journal_sync(t)
         if ctx.metrics is not None:
             ctx.metrics.update(self.targets(), ctx.journal)
         dues = [s.next_due() for s in self.sources]
+        # a file whose writes fail: tried again (only while they fail)
+        dues.append(ctx.journal.next_due())
+        if ctx.metrics is not None:
+            dues.append(ctx.metrics.next_due())
         dues += [ctx.policy.next_due(t) for t in self.targets()]
         dues.append(ctx.retrier.next_due())
         dues = [d for d in dues if d is not None]
@@ -186,8 +200,10 @@ class Daemon:
         for s in self.sources:
             if hasattr(s, "after_shutdown"):
                 s.after_shutdown()
+        self.ctx.journal.flush()
         if self.ctx.metrics is not None:
-            self.ctx.metrics.update(self.targets(), self.ctx.journal)
+            self.ctx.metrics.update(self.targets(), self.ctx.journal,
+                                    final=True)
         failed = self.ctx.retrier.errors - before
         if failed:
             self.ctx.log("exit (%s): %d actions could not be undone" %

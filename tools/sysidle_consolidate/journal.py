@@ -18,7 +18,20 @@ Every change rewrites the file atomically: DIR/journal.json.tmp written
 and fsynced, renamed over journal.json, the directory fsynced. A stale
 .tmp (a crash between the two) is removed at start. DIR/lock is held with
 flock for the life of the process: a second instance on the same DIR is
-refused (JournalLocked)."""
+refused (JournalLocked).
+
+A write that fails (ENOSPC, EIO, EROFS...) leaves journal.json as it was
+and no .tmp; it is logged once with its cause (writefail.py) and tried
+again at the next change and every writefail.RETRY_S (flush()) until one
+works, which is logged. What must
+survive a crash is journalled before it is done: put() returns False when
+its entry could not be written, the entry is not kept, and the caller does
+not act (a pack or a suspend is skipped, and logged). A drop() that cannot
+be written stays pending (the file says a VM is held that no longer is:
+the next start's reconciliation puts back what is already back), but a
+journal left with no entries that cannot be written is removed (the same
+state: no journal; unlink needs no room), so that at exit, every VM put
+back, nothing is left claiming one held."""
 import errno
 import fcntl
 import json
@@ -27,6 +40,7 @@ import threading
 import time
 
 from . import steps
+from .writefail import WriteHealth
 
 NAME = "journal.json"
 VERSION = 1
@@ -83,7 +97,7 @@ class Journal:
         self.tmp = self.path + ".tmp"
         self.log = log
         self.writes = 0
-        self.error = None           # the last write's failure
+        self.health = WriteHealth("journal", self.path, log)
         try:
             os.makedirs(self.dir, mode=0o700, exist_ok=True)
             self.lock_fd = os.open(os.path.join(self.dir, "lock"),
@@ -127,35 +141,76 @@ class Journal:
         return {k: v for k, v in doc["entries"].items()
                 if isinstance(v, dict)}
 
+    @property
+    def error(self):
+        """The cause of the failing writes, None while they work."""
+        return self.health.error
+
     def put(self, key, entry):
-        """Records @entry under @key (written at once, unless the same
-        entry is already there)."""
+        """Records @entry under @key, written at once (unless the same
+        entry is already there and the file is current). Returns False
+        when it could not be written: the entry is then not kept, and
+        what it was to record must not be done."""
         with self.lock:
-            if same(self.entries.get(key), entry):
-                return
-            entry = dict(entry, unix_ms=int(time.time() * 1000))
-            self.entries[key] = entry
-            self.write()
+            old = self.entries.get(key)
+            if same(old, entry) and not self.health.failing:
+                return True
+            self.entries[key] = dict(entry, unix_ms=int(time.time() * 1000))
+            if self.write():
+                return True
+            if old is None:
+                del self.entries[key]
+            else:
+                self.entries[key] = old
+            return False
 
     def drop(self, key):
+        """Drops @key's entry; False when that could not be written (it is
+        retried by flush())."""
         with self.lock:
-            if self.entries.pop(key, None) is not None:
-                self.write()
+            if self.entries.pop(key, None) is not None or \
+                    self.health.failing:
+                return self.write()
+            return True
+
+    def flush(self):
+        """Tries again a write that failed; True when the file is
+        current."""
+        with self.lock:
+            return self.write() if self.health.failing else True
+
+    def next_due(self):
+        """The monotonic time of the next flush() due, None if current."""
+        return self.health.next_due()
 
     def write(self):
-        """The entries to disk, atomically (see the module's comment). A
-        failure (a full disk) is logged once per reason and the run goes
-        on; the next change writes everything again."""
+        """The entries to disk, atomically (see the module's comment).
+        Returns True when written; a failure is logged once until a write
+        works again (then that is logged)."""
         try:
             self._write()
         except OSError as e:
-            if self.error != str(e):
-                self.error = str(e)
-                if self.log:
-                    self.log("error journal %s: not written (%s)" %
-                             (self.path, e))
-            return
-        self.error = None
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+            self.health.failed(e)
+            # no entries: no file says the same (still retried, so that
+            # the recovery is seen)
+            return not self.entries and self._remove()
+        self.health.worked()
+        return True
+
+    def _remove(self):
+        """No entries: journal.json removed, which says the same. True when
+        it is gone."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+        return True
 
     def _write(self):
         data = json.dumps({"version": VERSION, "entries": self.entries},
@@ -165,7 +220,9 @@ class Journal:
         fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
                      os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, data.encode())
+            buf = data.encode()
+            while buf:
+                buf = buf[os.write(fd, buf):]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -192,11 +249,19 @@ class NoJournal:
     def __init__(self):
         self.entries = {}
 
+    error = None
+
     def put(self, key, entry):
-        pass
+        return True
 
     def drop(self, key):
-        pass
+        return True
+
+    def flush(self):
+        return True
+
+    def next_due(self):
+        return None
 
     def close(self):
         pass

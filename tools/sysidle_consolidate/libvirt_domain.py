@@ -142,7 +142,10 @@ class Domain(Target):
         if src.ctx.dry:
             log("pack %s: %s [dry run]" % (self.name, what))
             return
-        self.ctx.journal_sync(self)
+        if not self.ctx.journal_sync(self):
+            self.packed = None
+            self.ctx.not_journalled(self, "pack")
+            return
         failed = 0
         for i in range(len(vcpus)):
             failed += not self.pin(i, idle, "pack")
@@ -201,7 +204,11 @@ class Domain(Target):
         if src.ctx.dry:
             log("suspend %s: paused (%s) [dry run]" % (self.name, why))
             return
-        self.ctx.journal_sync(self)
+        if not self.ctx.journal_sync(self):
+            self.suspended = False
+            self.suspended_at = None
+            self.ctx.not_journalled(self, "suspend")
+            return
 
         def fn():
             try:

@@ -8,11 +8,18 @@ journal reads, and no time (the journal has its own).
 
 The history: every line but the DEBUG ones is also appended, with its
 time, to STATE_DIR/history.log; at HISTORY_MAX bytes that file becomes
-history.log.1 (the one older copy kept) and a new one is started."""
+history.log.1 (the one older copy kept) and a new one is started. A line
+that cannot be appended (a full disk, a read-only file system) is counted;
+the first failure is logged once, with its cause, on stdout only (not to
+the history it concerns); the next line that can be appended is preceded
+in the history by "history: N lines not written (CAUSE)", and that is
+logged too (writefail.py)."""
 import logging
 import os
 import sys
 import time
+
+from .writefail import WriteHealth
 
 LOGGER = "sysidle_consolidate"
 HISTORY = "history.log"
@@ -67,23 +74,51 @@ class HistoryHandler(logging.Handler):
         super().__init__(logging.INFO)
         self.path = os.path.join(directory, HISTORY)
         self.setFormatter(LineFormatter())
+        self.health = WriteHealth("history", self.path, self.say)
+        self.lost = 0           # lines not written since the last that was
+
+    @staticmethod
+    def say(msg):
+        """A line about the history itself: to the log, not to it."""
+        logging.getLogger(LOGGER).log(level_of(msg), msg,
+                                      extra={"no_history": True})
+
+    def append(self, data):
+        """@data appended whole, or OSError."""
+        try:
+            if os.stat(self.path).st_size + len(data) > HISTORY_MAX:
+                os.replace(self.path, self.path + ".1")
+        except FileNotFoundError:
+            pass
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND |
+                     os.O_CLOEXEC, 0o600)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
 
     def emit(self, record):
+        if getattr(record, "no_history", False):
+            return
         line = (self.format(record) + "\n").encode()
+        if self.lost:
+            line = (line_of_loss(self.lost, self.health.error) +
+                    line)
         try:
-            try:
-                if os.stat(self.path).st_size + len(line) > HISTORY_MAX:
-                    os.replace(self.path, self.path + ".1")
-            except FileNotFoundError:
-                pass
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND |
-                         os.O_CLOEXEC, 0o600)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
-        except OSError:
-            self.handleError(record)
+            self.append(line)
+        except OSError as e:
+            self.lost += 1
+            self.health.failed(e)
+            return
+        self.lost = 0
+        self.health.worked()
+
+
+def line_of_loss(n, cause):
+    """The history's note of @n lines it could not take."""
+    return (line(logging.WARNING, "warning history: %d lines not written "
+                 "(%s)" % (n, cause), time.time(), False) + "\n").encode()
 
 
 class PlainFormatter(logging.Formatter):

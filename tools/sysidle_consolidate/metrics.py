@@ -14,9 +14,21 @@ and never periodically:
   sysidle_consolidate_start_time_seconds
   sysidle_consolidate_settled_edges{watch="filtered"|"raw"}: this VMM's
       VMs followed with its filtered watch (settled edges) or with the
-      raw state changes (a VMM without the filter)."""
+      raw state changes (a VMM without the filter).
+  sysidle_consolidate_file_write_failures_total{file="journal"|"metrics"|
+      "history"}: failed writes of the tool's files (writefail.py)
+  sysidle_consolidate_metrics_written_timestamp_seconds: when this version
+      was written
+
+A write that fails is logged once with its cause, leaves no PATH.tmp, and
+is tried again at the next step (every writefail.RETRY_S while it fails);
+the first that works is logged. At exit, when the last version cannot be
+written, PATH is removed: no old version is left claiming VMs packed or
+suspended that the exit put back."""
 import os
 import time
+
+from . import writefail
 
 ACTIONS = ("pack", "restore", "suspend", "resume", "hold")
 RESULTS = ("ok", "failed", "retried", "gone")
@@ -32,7 +44,17 @@ class Metrics:
         self.reconcile = {r: 0 for r in RECONCILE}
         self.last_action = 0.0
         self.written = None
-        self.error = None
+        from .common import Log
+        self.health = writefail.WriteHealth("metrics", self.path, Log(),
+                                            "--metrics-file")
+
+    @property
+    def error(self):
+        return self.health.error
+
+    def next_due(self):
+        """The monotonic time of the next try, None while writes work."""
+        return self.health.next_due()
 
     def action(self, action, result):
         if (action, result) in self.actions:
@@ -77,22 +99,53 @@ class Metrics:
                "filtered watch (settled edges) or its raw state changes",
                [('{watch="filtered"}', settled.count(True)),
                 ('{watch="raw"}', settled.count(False))])
+        metric("file_write_failures_total", "counter", "Failed writes of "
+               "the tool's files (a full disk, an I/O error, a read-only "
+               "file system), by file",
+               [('{file="%s"}' % k, v)
+                for k, v in sorted(writefail.FAILURES.items())])
         return "\n".join(out) + "\n"
 
-    def update(self, targets, journal):
-        """Writes the file when its content changed."""
+    def update(self, targets, journal, final=False):
+        """Writes the file when its content changed (or a write failed);
+        @final: the last write, at exit: the file is removed when it
+        cannot be written."""
         text = self.render(targets, journal)
-        if text == self.written:
+        if text == self.written and not self.health.failing:
             return
+        stamp = ("# HELP %smetrics_written_timestamp_seconds Unix time this "
+                 "version was written\n# TYPE %smetrics_written_timestamp_"
+                 "seconds gauge\n%smetrics_written_timestamp_seconds %.3f\n"
+                 % (P, P, P, time.time()))
         tmp = self.path + ".tmp"
         try:
             with open(tmp, "w") as f:
-                f.write(text)
+                f.write(text + stamp)
             os.replace(tmp, self.path)
-            self.written = text
-            self.error = None
         except OSError as e:
-            if self.error != str(e):
-                self.error = str(e)
-                from .common import Log
-                Log()("error --metrics-file %s: %s" % (self.path, e))
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            self.health.failed(e)
+            if final:
+                self.remove_stale()
+            return
+        self.written = text
+        self.health.worked()
+
+    def remove_stale(self):
+        """At exit, the last version not written: the one there goes."""
+        from .common import Log
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            Log()("error --metrics-file %s: its last version cannot be "
+                  "written (%s), nor the file removed (%s): it still says "
+                  "what was held before the exit" %
+                  (self.path, self.health.error, e.strerror))
+            return
+        Log()("warning --metrics-file %s: removed: its last version "
+              "cannot be written (%s)" % (self.path, self.health.error))

@@ -165,7 +165,10 @@ class VmmVm(Target):
             src.log("pack %s: %d threads -> cpus %s (%s) [dry run]" %
                     (self.name, n, fmt_cpus(src.idle), why))
             return
-        self.ctx.journal_sync(self)
+        if not self.ctx.journal_sync(self):
+            self.packed = None
+            self.ctx.not_journalled(self, "pack")
+            return
         failed = sum(not self.setaff(tid, src.idle, "pack")
                      for tid in list(self.packed))
         self.ctx.count("pack", "retried" if failed else "ok")
@@ -225,7 +228,11 @@ class VmmVm(Target):
         if src.dry:
             src.log("suspend %s: paused (%s) [dry run]" % (self.name, why))
             return
-        self.ctx.journal_sync(self)
+        if not self.ctx.journal_sync(self):
+            self.suspended = False
+            self.suspended_at = None
+            self.ctx.not_journalled(self, "suspend")
+            return
         ok = src.retrier.attempt(self, "pause", self.pause_req("pause"),
                                  "pause request", "paused", "suspend")
         if self.no_pause:

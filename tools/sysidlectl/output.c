@@ -72,6 +72,41 @@ static void print_counters(json_object *counters)
 	}
 }
 
+/* status: the duty cycle (absent from an older VMM: nothing printed). */
+static void print_duty(json_object *duty)
+{
+	static const char *const win[] = { "1m", "1h", "24h" };
+	json_object *ratio = ctl_member(duty, "full_idle_ratio",
+					json_type_object);
+	json_object *span = ctl_member(duty, "span_s", json_type_object);
+	json_object *v;
+	char buf[32], clk[32];
+
+	if (!duty || !ratio || !span)
+		return;
+	printf("\nduty cycle (fully idle)\n");
+	for (size_t i = 0; i < sizeof(win) / sizeof(win[0]); i++) {
+		v = ctl_number(span, win[i]);
+		fmt_duration(v ? json_object_get_double(v) : -1, buf,
+			     sizeof(buf));
+		v = ctl_number(ratio, win[i]);
+		printf("  %-22s %5.1f %% of %s\n", win[i],
+		       v ? 100 * json_object_get_double(v) : 0, buf);
+	}
+	v = ctl_number(duty, "longest_busy_s");
+	fmt_duration(v ? json_object_get_double(v) : -1, buf, sizeof(buf));
+	printf("  %-22s %s", "longest_busy", buf);
+	v = ctl_number(duty, "longest_busy_24h_s");
+	fmt_duration(v ? json_object_get_double(v) : -1, buf, sizeof(buf));
+	printf(" (24h: %s)\n", buf);
+	v = ctl_number(duty, "left_full_idle_unix_ms");
+	if (v && json_object_get_int64(v) > 0)
+		fmt_clock(json_object_get_int64(v), clk, sizeof(clk));
+	else
+		snprintf(clk, sizeof(clk), "never");
+	printf("  %-22s %s\n", "left_full_idle", clk);
+}
+
 void print_status(json_object *vm)
 {
 	json_object *v, *a = ctl_member(vm, "vcpus", json_type_array);
@@ -125,6 +160,7 @@ void print_status(json_object *vm)
 		       s ? json_object_get_string(s) : "?");
 	}
 	print_counters(ctl_member(vm, "counters", json_type_object));
+	print_duty(ctl_member(vm, "duty", json_type_object));
 }
 
 void print_event(json_object *e)

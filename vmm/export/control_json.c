@@ -64,6 +64,45 @@ static struct json_object *status_counters(const struct vm_status *st)
 	return c;
 }
 
+/* A ratio @part / @whole as a JSON number with 6 decimals (0: @whole 0). */
+static struct json_object *json_ratio(uint64_t part, uint64_t whole)
+{
+	double r = whole ? (double)part / (double)whole : 0;
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%.6f", r);
+	return json_object_new_double_s(r, buf);
+}
+
+/* Export thread: the "duty" member of the status object, from @d
+ * (export_duty_read). */
+static struct json_object *status_duty(const struct duty_report *d)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *ratio = json_object_new_object();
+	struct json_object *span = json_object_new_object();
+	struct json_object *idle = json_object_new_object();
+
+	for (int w = 0; w < DUTY_WINDOWS; w++) {
+		const char *k = duty_window_name(w);
+
+		json_object_object_add(ratio, k, json_ratio(d->w[w].idle_ns,
+							   d->w[w].span_ns));
+		json_object_object_add(span, k, json_seconds(d->w[w].span_ns));
+		json_object_object_add(idle, k, json_seconds(d->w[w].idle_ns));
+	}
+	json_object_object_add(o, "full_idle_ratio", ratio);
+	json_object_object_add(o, "span_s", span);
+	json_object_object_add(o, "full_idle_s", idle);
+	json_object_object_add(o, "tracked_s", json_seconds(d->tracked_ns));
+	json_object_object_add(o, "longest_busy_s",
+			       json_seconds(d->longest_busy_ns));
+	json_object_object_add(o, "longest_busy_24h_s",
+			       json_seconds(d->longest_busy_24h_ns));
+	add_u64(o, "left_full_idle_unix_ms", d->left_unix_ms);
+	return o;
+}
+
 struct json_object *control_status_json(const struct vm_status *st,
 					uint64_t now)
 {
@@ -101,6 +140,7 @@ struct json_object *control_status_json(const struct vm_status *st,
 	json_object_object_add(vm, "vcpus", vcpus);
 	json_object_object_add(vm, "counters", status_counters(st));
 	json_object_object_add(vm, "wake_sources", control_wake_json(st));
+	json_object_object_add(vm, "duty", status_duty(&st->duty));
 	return vm;
 }
 

@@ -24,9 +24,12 @@
 static struct json_object *status_object(void)
 {
 	struct control_socket *ctl = control_socket();
+	uint64_t now;
 
 	vm_status_read(ctl->vm, ctl->st);
-	return control_status_json(ctl->st, now_ns());
+	now = now_ns();
+	export_duty_read(ctl->st, now);
+	return control_status_json(ctl->st, now);
 }
 
 /* Export thread: {"ok":true,"cmd":@cmd}, with @id (borrowed) copied. */

@@ -5,21 +5,38 @@
  * metrics file at each batch of
  * changes (unless, in full idle, the file already shows them), when a hook
  * has ended (its counters: hooks.c wakes it) and at most once a second
- * while the VM is not fully idle (no periodic wake-up once it is). It only
+ * while the VM is not fully idle (no periodic wake-up once it is). It
+ * keeps the VM's duty cycle from the changes it reads (common/duty_cycle.h:
+ * no timer; figures computed when status or the file asks). It only
  * polls: a slow client, a full disk or a hung hook delays
  * nothing but itself.
+ *
+ * A write of the metrics file that fails (ENOSPC, EIO, EROFS...) is warned
+ * once with its cause; the file on disk is then older than the truth, and
+ * the write is tried again at the next rewrite due and, in full idle, by
+ * a timer every METRICS_RETRY_NS that runs only while the writes fail
+ * (the one wake-up in full idle, made only while the file is not
+ * current). The first write that works is warned too ("written again
+ * after N failed attempts"), and the file counts the failures
+ * (sysidle_vm_file_write_failures_total). At exit, when the last version
+ * (sysidle_vm_up 0) cannot be written, the file is removed (unlink needs
+ * no space), so that no old version is left saying the VM runs.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <sysidle/sysidle.h>
 
 #include "base/error.h"
+#include "base/time.h"
 #include "export/export.h"
 #include "export/history.h"
 #include "export/hooks.h"
@@ -34,8 +51,11 @@
  * METRICS_SETTLE_TRIES times a period. */
 #define METRICS_SETTLE_NS 20000000ull
 #define METRICS_SETTLE_TRIES 5
+/* In full idle, while the metrics file's writes fail: another try this
+ * often (no timer once one works). */
+#define METRICS_RETRY_NS 5000000000ull
 
-enum metrics_timer { TIMER_OFF, TIMER_PERIODIC, TIMER_SETTLE };
+enum metrics_timer { TIMER_OFF, TIMER_PERIODIC, TIMER_SETTLE, TIMER_RETRY };
 
 /* What a metrics file in full idle shows that a rewrite could change: the
  * state and its time, every vCPU halted, the pause. Two equal ones in full
@@ -65,14 +85,30 @@ static struct {
 	enum metrics_timer timer_mode;
 	bool settle;               /* the last snapshot in full idle was not */
 	unsigned int settle_tries; /* settle rewrites in this full idle period */
-	bool metrics_failed;
+	uint64_t metrics_failing;  /* failed writes since the last that worked */
+	int metrics_errno;         /* the last failure's cause */
+	_Atomic uint64_t metrics_failures; /* all failed writes */
 	struct metrics_shown shown; /* what the file last written showed */
+	struct duty_cycle duty;    /* fed by export_drain */
 } ex = { .stop_fd = -1, .timer_fd = -1, .hooks_fd = -1,
 	  .events = { .fd = -1, .slot = -1 } };
+
+/* Any thread: see export.h. */
+uint64_t export_metrics_write_failures(void)
+{
+	return atomic_load_explicit(&ex.metrics_failures, memory_order_relaxed);
+}
 
 uint64_t export_events_dropped(void)
 {
 	return event_reader_lost(&ex.events);
+}
+
+/* The export thread, or the main thread once it has stopped (export.h);
+ * @st a snapshot of vm_status_new's. */
+void export_duty_read(struct vm_status *st, uint64_t now)
+{
+	duty_cycle_read(&ex.duty, now, &st->duty);
 }
 
 /* The hooks thread, after a hook ended (its counters changed), between
@@ -109,6 +145,36 @@ static bool shown_equal(const struct metrics_shown *a,
 	       a->hooks_dropped == b->hooks_dropped;
 }
 
+/* Export thread, or the main thread once it has stopped: one write of the
+ * metrics file at @path from ex.st (read just before), its failure or its
+ * recovery warned and counted. Returns 0, or -1 with errno set. */
+static int metrics_write_once(const char *path, bool up)
+{
+	struct metrics_files files = {
+		.metrics_failures = export_metrics_write_failures(),
+		.log_failures = idle_log_write_failures() };
+
+	if (metrics_write(path, ex.st, up, &files) == 0) {
+		if (ex.metrics_failing)
+			vmm_warn("--metrics-file '%s': written again after %"
+				 PRIu64 " failed attempts", path,
+				 ex.metrics_failing);
+		ex.metrics_failing = 0;
+		return 0;
+	}
+	ex.metrics_errno = errno;
+	if (!ex.metrics_failing)
+		vmm_warn("--metrics-file '%s': cannot write: %s (the file is "
+			 "not current until a write works again; retried, "
+			 "further failures not reported)", path,
+			 strerror(ex.metrics_errno));
+	ex.metrics_failing++;
+	atomic_fetch_add_explicit(&ex.metrics_failures, 1,
+				  memory_order_relaxed);
+	errno = ex.metrics_errno;
+	return -1;
+}
+
 /* Export thread: rewrite the metrics file now; in settled full idle only
  * when it would show something new, unless @always (at start and exit). A
  * snapshot is taken after the state changed, and the changes' events can
@@ -122,6 +188,7 @@ static void export_metrics(bool always, bool up)
 	if (!path)
 		return;
 	vm_status_read(ex.vm, ex.st);
+	export_duty_read(ex.st, now_ns());
 	now = (struct metrics_shown){
 		.valid = true, .state = ex.st->state,
 		.since_ns = ex.st->since_ns, .halted = all_halted(ex.st),
@@ -136,13 +203,8 @@ static void export_metrics(bool always, bool up)
 		ex.settle = false;
 		return;
 	}
-	if (metrics_write(path, ex.st, up) < 0) {
-		if (!ex.metrics_failed)
-			vmm_warn("--metrics-file '%s': %s (further failures "
-				 "are not reported)", path, strerror(errno));
-		ex.metrics_failed = true;
+	if (metrics_write_once(path, up) < 0)
 		now.valid = false;
-	}
 	ex.shown = now;
 	if (ex.state != SYSIDLE_FULL_NOTED)
 		ex.settle_tries = 0;
@@ -151,7 +213,8 @@ static void export_metrics(bool always, bool up)
 }
 
 /* Export thread: the periodic metrics timer runs while not fully idle; in
- * full idle only a one-shot settle rewrite (export_metrics), if any. */
+ * full idle only a one-shot settle rewrite (export_metrics), if any, or,
+ * while the file's writes fail, a retry every METRICS_RETRY_NS. */
 static void export_metrics_timer(void)
 {
 	struct itimerspec its = { 0 };
@@ -161,6 +224,8 @@ static void export_metrics_timer(void)
 		want = TIMER_PERIODIC;
 	else if (ex.cfg->metrics_file && ex.settle)
 		want = TIMER_SETTLE;
+	else if (ex.cfg->metrics_file && ex.metrics_failing)
+		want = TIMER_RETRY;
 	if (want == ex.timer_mode)
 		return;
 	if (want == TIMER_PERIODIC) {
@@ -168,6 +233,9 @@ static void export_metrics_timer(void)
 		its.it_interval = its.it_value;
 	} else if (want == TIMER_SETTLE) {
 		its.it_value.tv_nsec = METRICS_SETTLE_NS;
+	} else if (want == TIMER_RETRY) {
+		its.it_value.tv_sec = METRICS_RETRY_NS / 1000000000ull;
+		its.it_interval = its.it_value;
 	}
 	if (timerfd_settime(ex.timer_fd, 0, &its, NULL) == 0)
 		ex.timer_mode = want;
@@ -189,6 +257,9 @@ static bool export_drain(void)
 			if (evs[i].kind != VM_EV_STATE)
 				continue; /* a pause or a resume: watchers only */
 			ex.state = evs[i].to;
+			duty_cycle_set(&ex.duty, evs[i].mono_ns,
+				       evs[i].unix_ms,
+				       evs[i].to == SYSIDLE_FULL_NOTED);
 		}
 		any |= n > 0;
 	} while (n == EXPORT_BATCH);
@@ -230,8 +301,9 @@ static void *export_thread(void *arg)
 				ex.timer_mode = TIMER_OFF; /* one-shot: expired */
 				changed = changed || ex.settle;
 				ex.settle = false;
-			} else if (ex.state != SYSIDLE_FULL_NOTED) {
-				changed = true;
+			} else if (ex.state != SYSIDLE_FULL_NOTED ||
+				   ex.timer_mode == TIMER_RETRY) {
+				changed = true; /* periodic, or a retry */
 			}
 		}
 		/* a hook ended: its counters (in settled full idle only
@@ -261,6 +333,7 @@ int export_start(struct vm *vm, const struct export_config *o)
 				"'%s': %s", o->metrics_file, why);
 	ex.state = SYSIDLE_NOT;
 	history_reset();
+	duty_cycle_init(&ex.duty, time_start_ns());
 	if (status_init(o->name, o->uuid))
 		return -1;
 	ex.st = vm_status_new(vm);
@@ -289,6 +362,32 @@ int export_start(struct vm *vm, const struct export_config *o)
 	return 0;
 }
 
+/* Main thread, once the export thread has stopped: the file's last version
+ * (sysidle_vm_up 0: the VM is gone). When it cannot be written, the file
+ * on disk, an older version saying the VM runs, is removed (a regular
+ * file only: a FIFO or a device is nobody's version). */
+static void metrics_write_last(const char *path)
+{
+	struct stat sb;
+	int err;
+
+	export_metrics(true, false);
+	if (!ex.metrics_failing)
+		return;
+	err = ex.metrics_errno;
+	if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
+		return;
+	if (unlink(path) == 0)
+		vmm_warn("--metrics-file '%s': removed: its last version (the "
+			 "VM down) cannot be written (%s), and the one there "
+			 "said the VM runs", path, strerror(err));
+	else
+		vmm_warn("--metrics-file '%s': its last version (the VM down) "
+			 "cannot be written (%s), nor the file removed (%s): it "
+			 "still says the VM runs", path, strerror(err),
+			 strerror(errno));
+}
+
 /* Main thread, after the vCPUs and the housekeeping thread have stopped. */
 void export_stop(void)
 {
@@ -305,7 +404,7 @@ void export_stop(void)
 	hooks_stop(); /* the last hooks: "idle end" if due, "stopped" */
 	control_close();
 	if (ex.st && ex.cfg->metrics_file)
-		export_metrics(true, false); /* sysidle_vm_up 0: it is gone */
+		metrics_write_last(ex.cfg->metrics_file);
 	vm_status_free(ex.st);
 	ex.st = NULL;
 	event_reader_close(&ex.events);

@@ -29,6 +29,7 @@
 #include "base/event.h"
 #include "base/housekeeping.h"
 #include "idle/idle.h"
+#include "duty_cycle.h"
 
 struct pollfd;
 
@@ -84,6 +85,10 @@ struct vm_status {
 	uint64_t resumes_requested, resumes_self; /* by "resume" / a wake source */
 	unsigned int ncpus;
 	struct vcpu_status *vcpus; /* @ncpus entries */
+	/* The duty cycle (common/duty_cycle.h) as of the state changes the
+	 * export thread has read: not filled by vm_status_read, but by
+	 * export_duty_read, on the export thread. */
+	struct duty_report duty;
 };
 
 /* status.c */
@@ -119,6 +124,10 @@ struct export_config {
 int export_start(struct vm *vm, const struct export_config *cfg);
 void export_stop(void);
 uint64_t export_events_dropped(void); /* any thread */
+/* The export thread (the main thread once it stopped): the duty cycle at
+ * @now (CLOCK_MONOTONIC), from the state changes it has read, into
+ * @st->duty. */
+void export_duty_read(struct vm_status *st, uint64_t now);
 /* The hooks thread: a hook ended or an idle change was dropped (the hook
  * counters changed); the export thread rewrites the metrics file. */
 void export_hooks_ended(void);
@@ -150,9 +159,19 @@ int stats_write(struct vm *vm, const char *path, int status);
  * 0, or -1 after vmm_fail(VMM_EXIT_STATS). */
 int stats_check(const char *path);
 
+/* What the metrics file says of the VMM's own files' writes. */
+struct metrics_files {
+	uint64_t metrics_failures;  /* failed writes of the metrics file */
+	uint64_t log_failures;      /* of --sysidle-log (idle layer) */
+};
+
 /* metrics.c: write @st to @path in Prometheus text format (temporary file in
- * the same directory, then rename). Returns 0, or -1 with errno set. */
-int metrics_write(const char *path, const struct vm_status *st, bool up);
+ * the same directory, then rename), with @files. Returns 0, or -1 with
+ * errno set and no temporary file left. */
+int metrics_write(const char *path, const struct vm_status *st, bool up,
+		  const struct metrics_files *files);
+/* export.c, any thread: failed writes of the metrics file so far. */
+uint64_t export_metrics_write_failures(void);
 /* metrics.c: whether @path can be written so; 0, or -1 with @why (@n). */
 int metrics_check(const char *path, char *why, size_t n);
 

@@ -6,7 +6,9 @@
  * is coalesced (hooks.h): only the latest full-idle edge of a batch can
  * run, and not when it repeats the last idle hook run. hooks_dropped
  * counts the edges not run, and the events this reader lost (it fell more
- * than EVENT_QUEUE behind).
+ * than EVENT_QUEUE behind). It keeps the VM's duty cycle from every state
+ * change it reads (coalesced or not), for the document of each hook: the
+ * figures as of the edge the hook is for.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,12 +48,26 @@ static struct {
 	bool begun;         /* the last idle hook run was "idle begin" */
 	uint64_t noted_ns;  /* when the VM became FULL_NOTED */
 	uint64_t periods;   /* FULL_NOTED reached */
+	struct duty_cycle duty; /* from every state change read */
 } hk = { .lock = PTHREAD_MUTEX_INITIALIZER, .stop_fd = -1,
 	 .events = { .fd = -1, .slot = -1 } };
 
-/* Hooks thread: the hooks of one event, with the document of @state. */
+/* @doc gets the duty cycle @d (NULL: none, as at the start). */
+static void doc_duty(struct sysidle_doc *doc, const struct duty_report *d)
+{
+	if (!d)
+		return;
+	doc->has_duty = true;
+	for (int w = 0; w < DUTY_WINDOWS; w++)
+		doc->full_idle_permille[w] = d->w[w].permille;
+	doc->left_full_idle_unix_ms = d->left_unix_ms;
+}
+
+/* Hooks thread: the hooks of one event, with the document of @state and
+ * the duty cycle @d as of then (NULL: none). */
 static void hooks_run(const char *op, const char *subop, const char *extra,
-		      int state, uint64_t since_unix_ms)
+		      int state, uint64_t since_unix_ms,
+		      const struct duty_report *d)
 {
 	struct sysidle_doc doc = {
 		.state = (enum sysidle_state)state,
@@ -60,6 +76,8 @@ static void hooks_run(const char *op, const char *subop, const char *extra,
 		.vcpus = hk.dom.ncpus,
 	};
 	uint64_t run = 0, failed = 0;
+
+	doc_duty(&doc, d);
 
 	hookrun_event(&hk.cfg, &hk.dom, op, subop, extra, &doc, &run, &failed);
 	pthread_mutex_lock(&hk.lock);
@@ -80,14 +98,15 @@ static void count_dropped(uint64_t n)
 }
 
 /* Hooks thread: "idle end" for a full idle period of @idle_ns that ended
- * into @state at Unix time @unix_ms. */
-static void hooks_idle_end(int state, uint64_t idle_ns, uint64_t unix_ms)
+ * into @state at Unix time @unix_ms (duty cycle @d then). */
+static void hooks_idle_end(int state, uint64_t idle_ns, uint64_t unix_ms,
+			   const struct duty_report *d)
 {
 	char ms[32];
 
 	snprintf(ms, sizeof(ms), "%" PRIu64, idle_ns / 1000000u);
 	hk.begun = false;
-	hooks_run("idle", "end", ms, state, unix_ms);
+	hooks_run("idle", "end", ms, state, unix_ms, d);
 }
 
 /* Hooks thread: read what the queue holds; run the latest full-idle edge
@@ -95,6 +114,7 @@ static void hooks_idle_end(int state, uint64_t idle_ns, uint64_t unix_ms)
 static void hooks_drain(void)
 {
 	static struct vm_event evs[HOOKS_BATCH];
+	static struct duty_report duty; /* as of @edge */
 	const struct vm_event *last = NULL;
 	struct vm_event edge;
 	uint64_t edges = 0, lost = hk.events.lost;
@@ -107,6 +127,8 @@ static void hooks_drain(void)
 
 			if (ev->kind != VM_EV_STATE)
 				continue;
+			duty_cycle_set(&hk.duty, ev->mono_ns, ev->unix_ms,
+				       ev->to == SYSIDLE_FULL_NOTED);
 			if (ev->to == SYSIDLE_FULL_NOTED) {
 				hk.noted_ns = ev->mono_ns;
 				hk.periods++;
@@ -116,6 +138,7 @@ static void hooks_drain(void)
 			edges++;
 			edge = *ev;
 			last = &edge;
+			duty_cycle_read(&hk.duty, ev->mono_ns, &duty);
 		}
 	} while (n == HOOKS_BATCH);
 	lost = hk.events.lost - lost; /* only this thread changes it */
@@ -131,9 +154,11 @@ static void hooks_drain(void)
 	count_dropped(lost + edges - 1);
 	if (last->to == SYSIDLE_FULL_NOTED) {
 		hk.begun = true;
-		hooks_run("idle", "begin", NULL, last->to, last->unix_ms);
+		hooks_run("idle", "begin", NULL, last->to, last->unix_ms,
+			  &duty);
 	} else {
-		hooks_idle_end(last->to, last->full_idle_ns, last->unix_ms);
+		hooks_idle_end(last->to, last->full_idle_ns, last->unix_ms,
+			       &duty);
 	}
 }
 
@@ -152,6 +177,12 @@ static void hooks_last(uint64_t now)
 	struct hookrun_call calls[2];
 	unsigned int n = 0;
 	uint64_t run = 0, failed = 0;
+	struct duty_report d;
+
+	/* the stop ends a full-idle period as a leave would */
+	duty_cycle_set(&hk.duty, now, doc.since_unix_ms, false);
+	duty_cycle_read(&hk.duty, now, &d);
+	doc_duty(&doc, &d);
 
 	if (hk.begun) {
 		snprintf(ms, sizeof(ms), "%" PRIu64,
@@ -177,7 +208,7 @@ static void *hooks_thread(void *arg)
 	(void)arg;
 	pthread_setname_np(pthread_self(), "vmm-hooks");
 	hooks_run("started", "begin", NULL, SYSIDLE_NOT,
-		  mono_to_unix_ms(now_ns()));
+		  mono_to_unix_ms(now_ns()), NULL);
 	for (;;) {
 		if (poll(fds, 2, -1) < 0 && errno != EINTR) {
 			vmm_warn("hooks thread: poll: %s", strerror(errno));
@@ -206,6 +237,7 @@ int hooks_start(struct vm *vm, const struct export_config *o)
 		.timeout_ns = o->hook_timeout_ns, .warn = vmm_warn,
 		.stop = &hk.stop };
 	hk.dom = (struct hook_domain){ vm_name(), vm_uuid(), vm->ncpus };
+	duty_cycle_init(&hk.duty, time_start_ns());
 	hk.stop_fd = eventfd(0, EFD_CLOEXEC);
 	hk.stop = (struct hookrun_stop){ .fd = hk.stop_fd };
 	if (hk.stop_fd < 0 || event_reader_open(&hk.events) < 0)

@@ -21,11 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sysidle/sysidle.h>
 
 #include "base/file.h"
+#include "base/time.h"
 #include "export/export.h"
 #include "machine/wake_source.h"
 #include "promtext.h"
@@ -48,6 +50,16 @@ static void put_vm_ms(FILE *f, const char *name, const char *help,
 	prom_family(f, name, "gauge", help);
 	put_sample(f, name, st);
 	fprintf(f, "} %" PRIu64 ".%03" PRIu64 "\n", ms / 1000, ms % 1000);
+}
+
+/* One per-VM sample of @ns nanoseconds, as seconds with 9 decimals. */
+static void put_vm_ns(FILE *f, const char *name, const char *help,
+		      const struct vm_status *st, uint64_t ns)
+{
+	prom_family(f, name, "gauge", help);
+	put_sample(f, name, st);
+	fprintf(f, "} %" PRIu64 ".%09" PRIu64 "\n", ns / 1000000000u,
+		ns % 1000000000u);
 }
 
 /* One per-VM sample with an integer value. */
@@ -179,6 +191,27 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		   "Full-idle periods begun (changes to FULL_NOTED).",
 		   st, st->full_idle_periods);
 
+	put_vm_ms(f, "sysidle_vm_start_timestamp_seconds",
+		  "Unix time the VM was created: what the duty cycle's "
+		  "windows (tools/prometheus/sysidle.rules.yml) start from.",
+		  st, mono_to_unix_ms(time_start_ns()));
+	put_vm_ms(f, "sysidle_vm_left_full_idle_timestamp_seconds",
+		  "Unix time the VM last left full idle (FULL_NOTED); 0 when "
+		  "it never did. Changes only at a state change, when this "
+		  "file is rewritten.", st, st->duty.left_unix_ms);
+	put_vm_ns(f, "sysidle_vm_longest_busy_seconds",
+		  "The longest completed busy stretch since the VM started: "
+		  "from its start or a leave of full idle to the next entry "
+		  "into it. The current stretch is not in it (it only changes "
+		  "at an entry into full idle, when this file is rewritten).",
+		  st, st->duty.longest_busy_ns);
+	put_vm_ms(f, "sysidle_vm_metrics_written_timestamp_seconds",
+		  "Unix time this file was written: at least once a second "
+		  "while sysidle_vm_full_idle is 0, only at an event while it "
+		  "is 1. Older than a few seconds with sysidle_vm_up 1 and "
+		  "sysidle_vm_full_idle 0: the VMM stopped writing it.",
+		  st, mono_to_unix_ms(now_ns()));
+
 	put_vcpus(f, "sysidle_vcpu_halted", "gauge",
 		  "1 while the vCPU is halted (blocked on HLT, waiting for "
 		  "its start-up IPI, or paused), else 0.", st, vcpu_halted);
@@ -219,6 +252,25 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 		   st, st->hooks_dropped);
 }
 
+/* The families of the file's own writes (after metrics_format's). @files:
+ * the failures so far. */
+static void metrics_format_files(FILE *f, const struct vm_status *st,
+				 const struct metrics_files *files)
+{
+	prom_family(f, "sysidle_vm_file_write_failures_total", "counter",
+		   "Writes of the VMM's files that failed (a full disk, an I/O "
+		   "error, a read-only file system), by file: metrics this "
+		   "file (while they fail, the file on disk is older than the "
+		   "truth: see sysidle_vm_metrics_written_timestamp_seconds), "
+		   "sysidle_log the --sysidle-log (its lines are dropped).");
+	put_sample(f, "sysidle_vm_file_write_failures_total", st);
+	fprintf(f, ",file=\"metrics\"} %" PRIu64 "\n",
+		files->metrics_failures);
+	put_sample(f, "sysidle_vm_file_write_failures_total", st);
+	fprintf(f, ",file=\"sysidle_log\"} %" PRIu64 "\n",
+		files->log_failures);
+}
+
 /*
  * Main thread, at start: whether @path can be (re)written as metrics_write
  * does it: not a directory, in a directory this process may create files
@@ -256,10 +308,12 @@ static int write_all(int fd, const char *buf, size_t len)
 
 /*
  * The export thread (and the main thread once it has stopped): one caller
- * at a time, @st a snapshot nobody changes meanwhile. Never leaves the
- * temporary file behind.
+ * at a time, @st a snapshot nobody changes meanwhile, @files not NULL.
+ * Never leaves the temporary file behind, whatever fails (ENOSPC, EIO,
+ * EROFS, EDQUOT: the file at @path is then the one before).
  */
-int metrics_write(const char *path, const struct vm_status *st, bool up)
+int metrics_write(const char *path, const struct vm_status *st, bool up,
+		  const struct metrics_files *files)
 {
 	const char *slash = strrchr(path, '/');
 	char *text = NULL, *tmp = NULL;
@@ -271,6 +325,7 @@ int metrics_write(const char *path, const struct vm_status *st, bool up)
 	if (!f)
 		return -1;
 	metrics_format(f, st, up);
+	metrics_format_files(f, st, files);
 	errno = 0;
 	if (fclose(f) || !text) {
 		err = errno ? errno : ENOMEM;

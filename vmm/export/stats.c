@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -154,6 +155,7 @@ static struct json_object *stats_sysidle(struct vm *vm)
 	add_u64(o, "force_exits", st.force_exits);
 	add_u64(o, "violations", st.violations);
 	add_u64(o, "log_lines_dropped", st.log_lines_dropped);
+	add_u64(o, "log_write_failures", st.log_write_failures);
 	return o;
 }
 
@@ -182,13 +184,28 @@ int stats_check(const char *path)
 	return 0;
 }
 
+/* stats_put(), after a failed write of @path (@regular: a regular file):
+ * the part written is removed, so that no cut document is left for a whole
+ * one; returns what the message adds. */
+static const char *stats_remove_partial(bool regular, const char *path)
+{
+	if (!regular)
+		return "";
+	return unlink(path) == 0 ? " (the partial file is removed)" :
+	       " (the partial file could not be removed)";
+}
+
 /* stats_write(): @text and a newline to @path, bounded; 0 or -1 after a
  * message on stderr (the VM has stopped: vmm_fail() would say nothing,
- * vmm_error() does). */
+ * vmm_error() does). A regular file not written whole (ENOSPC, EIO) is
+ * removed. */
 static int stats_put(const char *path, const char *text)
 {
 	uint64_t deadline = now_ns() + STATS_WRITE_NS;
 	size_t len = strlen(text), n;
+	const char *removed;
+	struct stat sb;
+	bool regular;
 	char why[160];
 	int fd, err;
 
@@ -198,6 +215,7 @@ static int stats_put(const char *path, const char *text)
 			  path, why);
 		return -1;
 	}
+	regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
 	n = output_write(fd, text, len, deadline);
 	err = errno;
 	if (n == len && close(fd) == 0)
@@ -206,14 +224,15 @@ static int stats_put(const char *path, const char *text)
 		err = errno;
 	else
 		close(fd);
+	removed = stats_remove_partial(regular, path);
 	if (err == ETIMEDOUT)
 		vmm_error("cannot write --stats-json '%s': its "
 			  "reader took %zu of %zu bytes in %llu ms, the rest "
 			  "is abandoned", path, n, len,
 			  STATS_WRITE_NS / 1000000);
 	else
-		vmm_error("cannot write --stats-json '%s': %s",
-			  path, strerror(err));
+		vmm_error("cannot write --stats-json '%s': %s%s",
+			  path, strerror(err), removed);
 	return -1;
 }
 
@@ -259,6 +278,7 @@ int stats_write(struct vm *vm, const char *path, int status)
 		json_object_object_add(root, "sysidle", idle);
 	json_object_object_add(root, "pause", stats_pause());
 	add_u64(root, "serial_output_dropped", serial_output_dropped());
+	add_u64(root, "metrics_write_failures", export_metrics_write_failures());
 	for (unsigned int i = 0; i < vm->ncpus; i++)
 		json_object_array_add(vcpus, stats_vcpu(&vm->vcpus[i]));
 	json_object_object_add(root, "vcpus", vcpus);

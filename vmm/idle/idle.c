@@ -135,6 +135,7 @@ void idle_get_stats(struct idle_stats *st)
 		st->full_exits_by[s] = stat_read(&idle.full_exits_by[s]);
 	st->hold_releases = stat_read(&idle.hold_releases);
 	st->log_lines_dropped = idle.log_dropped_total;
+	st->log_write_failures = stat_read(&idle.log_write_failures);
 	st->lat_count = idle.lat_count;
 	st->lat_min = idle.lat_min;
 	st->lat_max = idle.lat_max;

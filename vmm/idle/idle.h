@@ -83,7 +83,12 @@ struct idle_stats {
 	uint64_t hold_releases;      /* held LAPIC ticks released in full idle */
 	uint64_t log_lines_dropped;  /* --sysidle-log lines not written */
 	uint64_t full_exits_by[IDLE_WAKE_SOURCES]; /* as idle_status's */
+	uint64_t log_write_failures; /* its writes that failed with an error */
 };
+/* Any thread: the --sysidle-log's writes that failed with an error (a
+ * full disk, an I/O error, a read-only file system; not a reader that
+ * does not keep up), since the start. */
+uint64_t idle_log_write_failures(void);
 /* After the housekeeping thread has stopped. */
 void idle_get_stats(struct idle_stats *st);
 

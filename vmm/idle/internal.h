@@ -94,6 +94,10 @@ struct idle_layer {
 	/* idle_flush() only (one caller at a time): lines dropped and not
 	 * yet noted in the log; all lines dropped, for stats and the exit. */
 	uint64_t log_unnoted, log_dropped_total;
+	/* idle_flush() only: the file's writes failing (an error, not a
+	 * reader that does not keep up) since the last one that worked. */
+	uint64_t log_failed_run;
+	_Atomic uint64_t log_write_failures; /* all of them (stat_inc) */
 
 	/* Written by the timekeeper vCPU thread, read by housekeeping. */
 	_Atomic uint64_t tk_state;

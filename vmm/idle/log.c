@@ -11,12 +11,18 @@
  * has no room for, is dropped and counted, so that a FIFO whose reader
  * stalls costs log lines, never the housekeeping thread or the stop. The
  * next line written after a loss says how many were lost; the total goes
- * to --stats-json and to stderr at exit.
+ * to --stats-json and to stderr at exit. A write that fails with an error
+ * (ENOSPC, EIO, EROFS...) is warned once with its cause, each next flush
+ * tries again, and the first write that works is warned too ("written
+ * again after N failed writes"); the failures are counted
+ * (idle_log_write_failures: the metrics file and --stats-json).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "base/event.h"
 #include "base/file.h"
 #include "idle/internal.h"
@@ -57,7 +63,25 @@ static bool log_write_line(const char *line, size_t len)
 
 	/* Partly written (a regular file's write error): the rest is
 	 * dropped, and the file has a cut line, as after a crash. */
-	return n == len;
+	if (n == len) {
+		if (idle->log_failed_run)
+			vmm_warn("--sysidle-log: written again after %" PRIu64
+				 " failed writes", idle->log_failed_run);
+		idle->log_failed_run = 0;
+		return true;
+	}
+	/* A reader that does not keep up (ETIMEDOUT: it took nothing at
+	 * once) costs the line, counted; an error is also reported, once
+	 * until a write works again. */
+	if (errno != ETIMEDOUT) {
+		if (!idle->log_failed_run)
+			vmm_warn("--sysidle-log: cannot write: %s (its lines "
+				 "are dropped and counted until a write works "
+				 "again)", strerror(errno));
+		idle->log_failed_run++;
+		stat_inc(&idle->log_write_failures);
+	}
+	return false;
 }
 
 /* idle_flush(): write the lines of @buf (@len bytes), the note of earlier
@@ -115,4 +139,10 @@ void idle_flush(void)
 	if (idle->log_fd >= 0 && (len || idle->log_unnoted))
 		log_write(buf, len);
 	event_notify();
+}
+
+/* Any thread: see idle.h. */
+uint64_t idle_log_write_failures(void)
+{
+	return stat_read(&idle_layer()->log_write_failures);
 }

@@ -198,7 +198,10 @@ class Migration(threading.Thread):
                  "src": m.src, "dst": m.dst, "persistent": persistent,
                  "why": m.why, "phase": "started"}
         key = journal_key(m.uuid)
-        self.journal.put(key, entry)
+        if not self.journal.put(key, entry):
+            # what must survive a crash is journalled first, or not done
+            return Outcome("skipped", "the journal cannot be written (%s)"
+                           % self.journal.error)
         flags = libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER
         if persistent:
             flags |= libvirt.VIR_MIGRATE_PERSIST_DEST | \

@@ -29,6 +29,7 @@ Metrics (sysidle-metrics(7)); HOST is the --host name:
   sysidle_fleet_domains_lost_total          migrations after which the
                                             domain ran on neither host
   sysidle_fleet_last_action_timestamp_seconds"""
+import errno
 import json
 import os
 import time
@@ -41,10 +42,18 @@ STATUS = "status.json"
 
 
 def _write(path, text):
+    """@text to @path atomically, or OSError with no FILE.tmp left."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def host_rows(fleet, now=None):
@@ -143,7 +152,11 @@ class Outputs:
         self.written = {}
         self.errors = {}
 
-    def _put(self, path, text):
+    def _put(self, path, text, final=False):
+        """@text to @path if it changed; a failure logged once until a
+        write works; @final (the exit): the file removed when its last
+        version cannot be written, so that none is left saying the daemon
+        runs (unlink needs no room)."""
         if path is None or self.written.get(path) == text:
             return
         try:
@@ -153,6 +166,13 @@ class Outputs:
                 self.errors[path] = str(e)
                 self.log("error %s: not written (%s): it may say what is no "
                          "longer true" % (path, e))
+            if final:
+                try:
+                    os.unlink(path)
+                    self.log("warning %s: removed: its last version cannot "
+                             "be written" % path)
+                except OSError:
+                    pass
             return
         if self.errors.pop(path, None) is not None:
             self.log("%s: written again" % path)
@@ -161,7 +181,8 @@ class Outputs:
     def update(self, fleet, running=True):
         rows = host_rows(fleet)
         self._put(self.metrics_path,
-                  render_metrics(fleet, rows, running, self.start))
+                  render_metrics(fleet, rows, running, self.start),
+                  not running)
         st = {"running": running, "pid": os.getpid(),
               "start_unix_ms": int(self.start * 1000), "hosts": rows,
               "migrations": [{"name": m.move.name, "src": m.move.src,
@@ -170,7 +191,8 @@ class Outputs:
               "unresolved": sorted(fleet.unresolved),
               "dry_run": fleet.opts.dry_run}
         self._put(self.status_path, json.dumps(st, sort_keys=True,
-                                               indent=1) + "\n")
+                                               indent=1) + "\n",
+                  not running)
 
     def force_down(self):
         """A forced exit (stopwatch.py's thread): the metrics file says
@@ -181,10 +203,19 @@ class Outputs:
         text = ("# HELP %sup 1 while the fleet daemon runs\n# TYPE %sup "
                 "gauge\n%sup 0\n" % (P, P, P)).encode()
         tmp = self.metrics_path + ".down"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                     0o644)
         try:
-            os.write(fd, text)
-        finally:
-            os.close(fd)
-        os.rename(tmp, self.metrics_path)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+                         os.O_CLOEXEC, 0o644)
+            try:
+                if os.write(fd, text) != len(text):
+                    raise OSError(errno.ENOSPC, "short write")
+            finally:
+                os.close(fd)
+            os.rename(tmp, self.metrics_path)
+        except OSError:
+            # not written (a full disk): nothing left saying it runs
+            for p in (tmp, self.metrics_path):
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass

@@ -47,9 +47,14 @@ class Standby:
                               h.name, now - self.memory.empty_since.get(
                                   h.name, now)))
             return
-        self.journal.put(standby_key(h.name), {"kind": "standby",
-                                               "host": h.name,
-                                               "phase": "begin"})
+        if not self.journal.put(standby_key(h.name), {"kind": "standby",
+                                                      "host": h.name,
+                                                      "phase": "begin"}):
+            # journalled first, or not done (tried again at the next look)
+            self.say_once("nojournal " + h.name, "error %s: not put in "
+                          "standby: the journal cannot be written (%s)" %
+                          (h.name, self.journal.error))
+            return
         steps.step("host-standby begin %s" % h.name)
         self.log("standby %s: no running domain for %.0f s: host-standby "
                  "begin" % (h.name, now - self.memory.empty_since.get(
