@@ -526,6 +526,60 @@ def test_malformed():
     f.close()
 
 
+def test_why_libvirt():
+    """why --wakes-file: a libvirt domain as the bridge's file shows the
+    host's view of it, said as such; a domain not there, one without
+    figures and a file that is not the bridge's are errors."""
+    kvm = {k: {"total": 100, "per_s": v} for k, v in
+           [("halt_exits", 200.0), ("halt_wakeup", 200.0),
+            ("irq_injections", 199.9), ("signal_exits", 0.0),
+            ("halt_successful_poll", 1.0)]}
+    doc = {"version": 1, "writer_pid": 1, "written_unix_ms": 1,
+           "period_ms": 1000, "window_ms": 60000, "domains": [
+               {"vm": "web1", "uuid": "5a1d1e00-0000-4000-8000-000000000001",
+                "host_wakeups": {"source": "host", "pid": 5150,
+                                 "window_s": 59.998, "samples": 61,
+                                 "kvm": dict(kvm, scope="vm"),
+                                 "threads": [
+                                     {"name": "CPU 0/KVM", "threads": 1,
+                                      "wakeups_total": 6010,
+                                      "per_s": 100.017},
+                                     {"name": "qemu-system-x86",
+                                      "threads": 1, "wakeups_total": 130,
+                                      "per_s": 2.0}],
+                                 "threads_capped": False}},
+               {"vm": "gone", "uuid": "x",
+                "host_wakeups": {"source": "host",
+                                 "absent": "a remote --libvirt host"}}]}
+    path = os.path.join(TMP, "wakes.json")
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    rc, out, err = ctl("why", "web1", "--wakes-file", path)
+    check(rc == 0 and "web1: libvirt domain, the host's view" in out and
+          "  halt_wakeup 200/s: vCPU wake-ups from HLT" in out and
+          "  CPU 0/KVM 100/s: a vCPU thread" in out and
+          "  qemu-system-x86 2.0/s: QEMU's main loop" in out,
+          "why --wakes-file: the host's view of a libvirt domain, its "
+          "KVM counters and threads with their rates", out + err)
+    rc2, out2, _ = ctl("--json", "why", "5a1d1e00-0000-4000-8000-000000000001",
+                       "--wakes-file", path)
+    check(rc2 == 0 and json.loads(out2).get("vm") == "web1",
+          "why --json --wakes-file by uuid: the domain's object", out2)
+    bad = os.path.join(TMP, "bad.json")
+    with open(bad, "w") as f:
+        f.write("[1, 2")
+    res = [ctl("why", "nope", "--wakes-file", path),
+           ctl("why", "gone", "--wakes-file", path),
+           ctl("why", "web1", "--wakes-file", bad),
+           ctl("why", "web1", "--wakes-file", bad + ".missing")]
+    check([r[0] for r in res] == [1, 1, 1, 1] and
+          "no libvirt domain 'nope'" in res[0][2] and
+          "a remote --libvirt host" in res[1][2] and
+          "not the bridge's wakes file" in res[2][2],
+          "why --wakes-file: an unknown domain, one without figures, a bad "
+          "or missing file: exit 1", "\n".join(r[2] for r in res))
+
+
 if __name__ == "__main__":
     try:
         test_why_rates()
@@ -534,6 +588,7 @@ if __name__ == "__main__":
         test_report()
         test_report_rules()
         test_malformed()
+        test_why_libvirt()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     sys.exit(vmmtest.finish())

@@ -44,7 +44,10 @@ static const char help_text[] =
 "                 that woke its vCPUs in the last minute, busiest first,\n"
 "                 each with its rate, what it means and what to do, the\n"
 "                 ends of full idle by cause; exit 3 when the VM runs\n"
-"                 without --sysidle (its wake-ups still shown)\n"
+"                 without --sysidle (its wake-ups still shown). With\n"
+"                 --wakes-file, NAME is a libvirt domain (its name or\n"
+"                 uuid) and why says what the host sees of it: KVM's\n"
+"                 counters and its QEMU threads' wake-ups\n"
 "  report         every VM of DIR, and with --bridge-metrics the libvirt\n"
 "                 domains of the bridge, with its share of time fully\n"
 "                 idle and a recommendation, by these rules: fully idle\n"
@@ -80,6 +83,7 @@ static const char help_text[] =
 "  --bridge-metrics FILE  report: the libvirt bridge's --metrics-file,\n"
 "                     for its domains (their duty cycle is known only\n"
 "                     for one fully idle all day)\n"
+"  --wakes-file FILE  why: the libvirt bridge's --wakes-file\n"
 "  -n N               top: stop after N refreshes (default: on a terminal\n"
 "                     until q, else 1)\n"
 "  --version          print the version and exit 0\n"
@@ -150,11 +154,12 @@ int main(int argc, char **argv)
 		{ "interval", required_argument, NULL, 'i' },
 		{ "svg", required_argument, NULL, 's' },
 		{ "bridge-metrics", required_argument, NULL, 'b' },
+		{ "wakes-file", required_argument, NULL, 'w' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *svg = NULL, *bridge = NULL;
+	const char *svg = NULL, *bridge = NULL, *wakes = NULL;
 	double interval = 1.0;
 	long iterations = 0;
 	const char *cmd;
@@ -183,11 +188,14 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 		case 'b':
+		case 'w':
 			if (!*optarg)
 				return usage_error("%s: expected a file",
-						   c == 's' ? "--svg" :
-						   "--bridge-metrics");
-			*(c == 's' ? &svg : &bridge) = optarg;
+						   c == 's' ? "--svg" : c == 'b' ?
+						   "--bridge-metrics" :
+						   "--wakes-file");
+			*(c == 's' ? &svg : c == 'b' ? &bridge : &wakes) =
+				optarg;
 			break;
 		case 'V':
 			sysidle_version_print(stdout, "sysidlectl");
@@ -219,7 +227,8 @@ int main(int argc, char **argv)
 			return flush_out();
 		default:
 			if (optopt == 'd' || optopt == 't' || optopt == 'i' ||
-			    optopt == 'n' || optopt == 's' || optopt == 'b')
+			    optopt == 'n' || optopt == 's' || optopt == 'b' ||
+			    optopt == 'w')
 				return usage_error("option '%s' needs an "
 						   "argument",
 						   argv[optind - 1]);
@@ -244,6 +253,8 @@ int main(int argc, char **argv)
 		return usage_error("%s: --svg is for timeline", cmd);
 	if (bridge && strcmp(cmd, "report"))
 		return usage_error("%s: --bridge-metrics is for report", cmd);
+	if (wakes && strcmp(cmd, "why"))
+		return usage_error("%s: --wakes-file is for why", cmd);
 	if (!strcmp(cmd, "report")) {
 		if (optind < argc)
 			return usage_error("report: unexpected argument '%s'",
@@ -271,6 +282,8 @@ int main(int argc, char **argv)
 		return usage_error("%s: empty VM name", cmd);
 	if (!strcmp(cmd, "timeline") && !svg)
 		return usage_error("%s: expected --svg FILE", cmd);
+	if (wakes)
+		return cmd_why_libvirt(argv[optind], wakes);
 	if (need_dir(argv[optind]))
 		return EXIT_ERR;
 	if (!strcmp(cmd, "why"))

@@ -134,6 +134,7 @@ double num_or(json_object *o, const char *key, double def);
 /* why.c, report.c, timeline.c: each returns the exit status; the options
  * are parsed, DIR checked (need_dir), @name non-empty. */
 int cmd_why(const char *name);
+int cmd_why_libvirt(const char *name, const char *wakes_file);
 int cmd_report(const char *bridge_metrics);
 int cmd_timeline(const char *name, const char *svg);
 
