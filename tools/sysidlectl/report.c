@@ -140,6 +140,9 @@ static void vmm_row(struct report_row *r, const char *ent)
 		r->window = "24h";
 	}
 	tick = ticking(vm, r->woken, sizeof(r->woken), &running);
+	if (running && !strcmp(r->woken, "-")) /* busy, never halting */
+		snprintf(r->woken, sizeof(r->woken), "%zu vCPU%s running",
+			 running, running > 1 ? "s" : "");
 	advise(r, tick, running);
 	r->o = json_object_new_object();
 	json_object_object_add(r->o, "running_vcpus",
