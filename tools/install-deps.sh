@@ -8,7 +8,7 @@ libsubunit-dev spin libasan8 libubsan1 libtsan2 binutils qemu-system-x86
 libjson-c-dev python3-prometheus-client libvirt-dev python3-libvirt
 libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu clang
 libclang-rt-14-dev libxml2-utils prometheus help2man mandoc groff-base tmux
-systemd"
+systemd librsvg2-bin"
 
 missing=""
 for p in $PACKAGES; do

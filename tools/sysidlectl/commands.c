@@ -40,11 +40,10 @@ static json_object *request(struct ctl_conn *c, const char *cmd,
 }
 
 static int find_by_name(const char *name, char *path, size_t size);
-static json_object *status_vm(struct ctl_conn *c, json_object *reply);
 
 /* Connect to VM @name (a name or a path) and ask @cmd. Returns the reply,
  * or NULL after one error line on stderr (*@rc: the exit status). */
-static json_object *ask(struct ctl_conn *c, const char *name, const char *cmd,
+json_object *ask(struct ctl_conn *c, const char *name, const char *cmd,
 			int *rc)
 {
 	int64_t deadline = monotonic_ms() + options()->timeout_ms;
@@ -77,7 +76,7 @@ static json_object *ask(struct ctl_conn *c, const char *name, const char *cmd,
 }
 
 /* The status object of a status reply, or NULL (@c->err set). */
-static json_object *status_vm(struct ctl_conn *c, json_object *reply)
+json_object *status_vm(struct ctl_conn *c, json_object *reply)
 {
 	json_object *vm = ctl_member(reply, "vm", json_type_object);
 

@@ -39,6 +39,29 @@ static const char help_text[] =
 "                 timer, serial input or a kick wakes one); returns once\n"
 "                 every vCPU is parked\n"
 "  resume NAME    let a paused VM run again\n"
+"  why NAME       what has kept the VM out of full idle lately: its state\n"
+"                 and for how long, the vCPUs running now, the sources\n"
+"                 that woke its vCPUs in the last minute, busiest first,\n"
+"                 each with its rate, what it means and what to do, the\n"
+"                 ends of full idle by cause; exit 3 when the VM runs\n"
+"                 without --sysidle (its wake-ups still shown). With\n"
+"                 --wakes-file, NAME is a libvirt domain (its name or\n"
+"                 uuid) and why says what the host sees of it: KVM's\n"
+"                 counters and its QEMU threads' wake-ups\n"
+"  report         every VM of DIR, and with --bridge-metrics the libvirt\n"
+"                 domains of the bridge, with its share of time fully\n"
+"                 idle and a recommendation, by these rules: fully idle\n"
+"                 97 % or more of the last 24 h (of its life when\n"
+"                 younger: WINDOW says) -> \"suspend or pack\"; else its\n"
+"                 vCPUs all halted and half the last minute's wake-ups\n"
+"                 or more from a periodic tick -> \"a tick policy\"; else\n"
+"                 \"nothing\" (busy); \"unknown\" when the VMM reports no\n"
+"                 duty cycle and no vCPU runs\n"
+"  timeline NAME --svg FILE\n"
+"                 draw the VM's idle state over the last hour into FILE\n"
+"                 (SVG): a band per state, full idle shaded, each end of\n"
+"                 full idle marked in the colour of its cause, a legend\n"
+"                 and a wall-clock axis (local time)\n"
 "  top            every VM of DIR in a table refreshed in place: state,\n"
 "                 time in state, vCPUs halted, host thread wake-ups/s\n"
 "                 (vCPU halt exits and housekeeping wake-ups), host CPU %,\n"
@@ -56,6 +79,11 @@ static const char help_text[] =
 "  --timeout SECONDS  wait at most SECONDS for a reply (default 5; watch\n"
 "                     waits for its events as long as the VM runs)\n"
 "  --interval SECONDS top: refresh every SECONDS (default 1, 0.1..3600)\n"
+"  --svg FILE         timeline: the SVG file to write\n"
+"  --bridge-metrics FILE  report: the libvirt bridge's --metrics-file,\n"
+"                     for its domains (their duty cycle is known only\n"
+"                     for one fully idle all day)\n"
+"  --wakes-file FILE  why: the libvirt bridge's --wakes-file\n"
 "  -n N               top: stop after N refreshes (default: on a terminal\n"
 "                     until q, else 1)\n"
 "  --version          print the version and exit 0\n"
@@ -65,8 +93,9 @@ static const char help_text[] =
 "the VM that reports that name) or a socket path with a '/'.\n"
 "\n"
 "Exit status: 0 ok, 1 error from the VM or the connection (no such VM,\n"
-"a missing --dir, permission denied, malformed reply, timeout), 2 bad\n"
-"usage, 130 (143) watch or top ended by SIGINT (SIGTERM).\n";
+"a missing --dir, permission denied, malformed reply, timeout, a file\n"
+"that cannot be written or read), 2 bad usage, 3 why: the VM runs\n"
+"without --sysidle, 130 (143) watch or top ended by SIGINT (SIGTERM).\n";
 
 /* One "sysidlectl: ..." line on stderr. */
 void errmsg(const char *fmt, ...)
@@ -123,10 +152,14 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
+		{ "svg", required_argument, NULL, 's' },
+		{ "bridge-metrics", required_argument, NULL, 'b' },
+		{ "wakes-file", required_argument, NULL, 'w' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *svg = NULL, *bridge = NULL, *wakes = NULL;
 	double interval = 1.0;
 	long iterations = 0;
 	const char *cmd;
@@ -152,6 +185,17 @@ int main(int argc, char **argv)
 			    iterations > 1000000)
 				return usage_error("-n '%s': expected a count, "
 						   "1 to 1000000", optarg);
+			break;
+		case 's':
+		case 'b':
+		case 'w':
+			if (!*optarg)
+				return usage_error("%s: expected a file",
+						   c == 's' ? "--svg" : c == 'b' ?
+						   "--bridge-metrics" :
+						   "--wakes-file");
+			*(c == 's' ? &svg : c == 'b' ? &bridge : &wakes) =
+				optarg;
 			break;
 		case 'V':
 			sysidle_version_print(stdout, "sysidlectl");
@@ -183,7 +227,8 @@ int main(int argc, char **argv)
 			return flush_out();
 		default:
 			if (optopt == 'd' || optopt == 't' || optopt == 'i' ||
-			    optopt == 'n')
+			    optopt == 'n' || optopt == 's' || optopt == 'b' ||
+			    optopt == 'w')
 				return usage_error("option '%s' needs an "
 						   "argument",
 						   argv[optind - 1]);
@@ -204,6 +249,18 @@ int main(int argc, char **argv)
 			cmd_top(interval, iterations ? iterations :
 				(isatty(STDOUT_FILENO) && !opt.json ? 0 : 1));
 	}
+	if (svg && strcmp(cmd, "timeline"))
+		return usage_error("%s: --svg is for timeline", cmd);
+	if (bridge && strcmp(cmd, "report"))
+		return usage_error("%s: --bridge-metrics is for report", cmd);
+	if (wakes && strcmp(cmd, "why"))
+		return usage_error("%s: --wakes-file is for why", cmd);
+	if (!strcmp(cmd, "report")) {
+		if (optind < argc)
+			return usage_error("report: unexpected argument '%s'",
+					   argv[optind]);
+		return need_dir(NULL) ? EXIT_ERR : cmd_report(bridge);
+	}
 	if (!strcmp(cmd, "list")) {
 		if (optind < argc)
 			return usage_error("list: unexpected argument '%s'",
@@ -212,7 +269,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "status") && strcmp(cmd, "watch") &&
 	    strcmp(cmd, "kick") && strcmp(cmd, "pause") &&
-	    strcmp(cmd, "resume"))
+	    strcmp(cmd, "resume") && strcmp(cmd, "why") &&
+	    strcmp(cmd, "timeline"))
 		return usage_error("unknown command '%s'", cmd);
 	if (optind >= argc)
 		return usage_error("%s: expected a VM name or socket path",
@@ -222,8 +280,16 @@ int main(int argc, char **argv)
 				   argv[optind + 1]);
 	if (!*argv[optind])
 		return usage_error("%s: empty VM name", cmd);
+	if (!strcmp(cmd, "timeline") && !svg)
+		return usage_error("%s: expected --svg FILE", cmd);
+	if (wakes)
+		return cmd_why_libvirt(argv[optind], wakes);
 	if (need_dir(argv[optind]))
 		return EXIT_ERR;
+	if (!strcmp(cmd, "why"))
+		return cmd_why(argv[optind]);
+	if (!strcmp(cmd, "timeline"))
+		return cmd_timeline(argv[optind], svg);
 	if (!strcmp(cmd, "status"))
 		return cmd_status(argv[optind]);
 	if (!strcmp(cmd, "watch"))

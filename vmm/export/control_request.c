@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The control socket's requests (protocol in vmm/export/README.md): one JSON
- * object a line, "status", "watch", "kick", "pause", "resume". Export
- * thread only.
+ * object a line, "status", "watch", "kick", "pause", "resume", "history".
+ * Export thread only.
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +15,7 @@
 #include "export/control.h"
 #include "export/control_client.h"
 #include "export/export.h"
+#include "export/history.h"
 #include "idle/idle.h"
 #include "machine/pause.h"
 
@@ -61,6 +62,37 @@ bool client_pause_reply(struct client *c)
 	c->pause_want = 0;
 	client_reply(c, r);
 	return true;
+}
+
+/* Export thread: the reply to "history" ({"since_s":S}, 1..HISTORY_SPAN_S,
+ * default HISTORY_SPAN_S) into *@r, or an error text (static). @req is the
+ * parsed request, @id borrowed. */
+static const char *history_reply(struct json_object *req,
+				 struct json_object *id,
+				 struct json_object **r)
+{
+	struct control_socket *ctl = control_socket();
+	struct json_object *v, *h;
+	int64_t since = HISTORY_SPAN_S;
+
+	*r = NULL;
+	if (json_object_object_get_ex(req, "since_s", &v)) {
+		if (!json_object_is_type(v, json_type_int))
+			return "history: \"since_s\" must be a whole number "
+			       "of seconds, 1 to 3600";
+		since = json_object_get_int64(v);
+		if (since < 1 || since > HISTORY_SPAN_S)
+			return "history: \"since_s\" must be 1 to 3600";
+	}
+	vm_status_read(ctl->vm, ctl->st);
+	h = history_json(ctl->st, (unsigned int)since, now_ns());
+	if (!h)
+		return "history: out of memory";
+	*r = reply_ok("history", id);
+	json_object_object_foreach(h, key, val)
+		json_object_object_add(*r, key, json_object_get(val));
+	json_object_put(h);
+	return NULL;
 }
 
 /* Export thread: one request line (@len bytes, no newline). */
@@ -151,6 +183,13 @@ void client_request(struct client *c, const char *line, size_t len)
 		c->pause_want = pause_request();
 		c->pause_id = id ? json_object_get(id) : NULL;
 		client_pause_reply(c); /* now if already paused, else later */
+	} else if (!strcmp(cmd, "history")) {
+		const char *bad = history_reply(req, id, &r);
+
+		if (bad)
+			client_error(c, id, "%s", bad);
+		else
+			client_reply(c, r);
 	} else if (!strcmp(cmd, "resume")) {
 		pause_wake(PAUSE_REASON_REQUEST);
 		r = reply_ok(cmd, id);

@@ -38,6 +38,7 @@
 #include "base/error.h"
 #include "base/time.h"
 #include "export/export.h"
+#include "export/history.h"
 #include "export/hooks.h"
 #include "idle/idle.h"
 #include "machine/vm.h"
@@ -252,6 +253,7 @@ static bool export_drain(void)
 		n = event_read(&ex.events, evs, EXPORT_BATCH);
 		for (i = 0; i < n; i++) {
 			control_broadcast(&evs[i]);
+			history_add(&evs[i]);
 			if (evs[i].kind != VM_EV_STATE)
 				continue; /* a pause or a resume: watchers only */
 			ex.state = evs[i].to;
@@ -330,6 +332,7 @@ int export_start(struct vm *vm, const struct export_config *o)
 		return vmm_fail(VMM_EXIT_USAGE, "cannot write --metrics-file "
 				"'%s': %s", o->metrics_file, why);
 	ex.state = SYSIDLE_NOT;
+	history_reset();
 	duty_cycle_init(&ex.duty, time_start_ns());
 	if (status_init(o->name, o->uuid))
 		return -1;

@@ -9,7 +9,8 @@
  *               it never blocks on a client, a file or a hook;
  *  - control.c  the control socket (status / watch / kick / pause /
  *               resume), control_request.c its requests, control_json.c
- *               its JSON;
+ *               its JSON; history.c the last state changes, for its
+ *               "history" request;
  *  - metrics.c  writes the Prometheus text file atomically;
  *  - hooks.c    runs the hooks, libvirt's way, on its own thread: a
  *               second reader of the event queue;
