@@ -151,6 +151,30 @@ void duty_cycle_read(const struct duty_cycle *d, uint64_t now_ns,
 	r->periods = d->periods;
 }
 
+unsigned int duty_cycle_minutes(const struct duty_cycle *d, uint64_t now_ns,
+				struct duty_minute *out, unsigned int n)
+{
+	uint64_t now = max64(now_ns, d->last_ns) - d->start_ns;
+	uint64_t last = d->last_ns - d->start_ns, cur = now / DUTY_MIN_NS;
+	uint64_t first;
+	unsigned int m = 0;
+
+	if (n > DUTY_MIN_BUCKETS)
+		n = DUTY_MIN_BUCKETS;
+	first = cur + 1 >= n ? cur + 1 - n : 0;
+	for (uint64_t k = first; k <= cur; k++, m++) {
+		uint64_t a = k * DUTY_MIN_NS, b = min64(now, a + DUTY_MIN_NS);
+
+		out[m].start_ns = d->start_ns + a;
+		out[m].span_ns = b - a;
+		out[m].idle_ns = k <= d->min_cur ?
+				 d->min_idle[k % DUTY_MIN_BUCKETS] : 0;
+		if (d->idle && b > max64(a, last)) /* the open period */
+			out[m].idle_ns += b - max64(a, last);
+	}
+	return m;
+}
+
 /* Any @w: NULL outside the windows. */
 const char *duty_window_name(int w)
 {

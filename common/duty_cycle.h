@@ -88,6 +88,19 @@ void duty_cycle_set(struct duty_cycle *d, uint64_t t_ns, uint64_t unix_ms,
 void duty_cycle_read(const struct duty_cycle *d, uint64_t now_ns,
 		     struct duty_report *r);
 
+/* One minute bucket as of a reading: where it began (monotonic, the
+ * tracking's minutes), how much of it has elapsed, of which fully idle. */
+struct duty_minute {
+	uint64_t start_ns, span_ns, idle_ns;
+};
+
+/* @d initialised, not changed meanwhile; @out holds @n entries. The last
+ * @n minute buckets at @now_ns (at most DUTY_MIN_BUCKETS; none before the
+ * tracking began), oldest first, the current one (partly elapsed, the
+ * open period in) last, into @out. Returns how many. */
+unsigned int duty_cycle_minutes(const struct duty_cycle *d, uint64_t now_ns,
+				struct duty_minute *out, unsigned int n);
+
 /* The window's name: "1m", "1h", "24h" (NULL: not a window). */
 const char *duty_window_name(int w);
 

@@ -104,6 +104,37 @@ START_TEST(test_schedule)
 }
 END_TEST
 
+/* The last minutes one by one: the schedule's 42 s of each whole minute,
+ * the current minute partly elapsed with the open period in, none before
+ * the start; a long idle period fills every minute it spans. */
+START_TEST(test_minutes)
+{
+	struct duty_minute m[61];
+	unsigned int n;
+
+	for (uint64_t t = 0; t < 10 * M; t += 10 * S) {
+		at(t, false);
+		at(t + 3 * S, true);
+	}
+	n = duty_cycle_minutes(dc, T0 + 10 * M + 30 * S, m, 61);
+	ck_assert_uint_eq(n, 11); /* minutes 0..9 and the current one */
+	ck_assert_uint_eq(m[0].start_ns, T0);
+	for (unsigned int i = 0; i < 10; i++) {
+		ck_assert_uint_eq(m[i].span_ns, M);
+		ck_assert_uint_eq(m[i].idle_ns, 42 * S);
+	}
+	/* idle from 9:53 on: the current minute's 30 s all idle */
+	ck_assert_uint_eq(m[10].start_ns, T0 + 10 * M);
+	ck_assert_uint_eq(m[10].span_ns, 30 * S);
+	ck_assert_uint_eq(m[10].idle_ns, 30 * S);
+	n = duty_cycle_minutes(dc, T0 + 3 * H, m, 61);
+	ck_assert_uint_eq(n, 61);
+	ck_assert_uint_eq(m[60].start_ns, T0 + 3 * H);
+	ck_assert_uint_eq(m[60].span_ns, 0);
+	ck_assert_uint_eq(m[0].idle_ns, M); /* the whole minute, open period */
+}
+END_TEST
+
 /* A full-idle period longer than every window: 100 % while it lasts (no
  * event in between), then the buckets it spans after it ends. */
 START_TEST(test_long_period)
@@ -201,6 +232,7 @@ int main(void)
 	tcase_add_test(tc, test_long_period);
 	tcase_add_test(tc, test_wrap);
 	tcase_add_test(tc, test_repeats);
+	tcase_add_test(tc, test_minutes);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

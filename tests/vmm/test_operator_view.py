@@ -400,11 +400,17 @@ def test_report():
           "history: a VM ticking out of full idle fills the ring; the reply "
           "says from when it is whole (truncated_before_unix_ms)",
           json.dumps({k: v for k, v in h.items() if k != "changes"}))
+    m = h.get("minutes", [])
+    check(m and m[0]["start_unix_ms"] <= h["from_unix_ms"] and all(0 <= x[
+        "full_idle_ratio"] <= 1 >= x["span_s"] / 60 for x in m) and 0 < m[
+        -1]["full_idle_ratio"] < 1, "history: each minute's full-idle share "
+        "from the VM's start, whatever the ring lost", json.dumps(m))
     svg = os.path.join(TMP, "tick.svg")
     rc, out, err = ctl("timeline", "r-tick", "--svg", svg)
-    check(rc == 0 and "not kept" in open(svg).read() and
-          subprocess.run(["xmllint", "--noout", svg]).returncode == 0,
-          "timeline of a truncated history: says so, well-formed", err)
+    check(rc == 0 and "not kept" in open(svg).read() and "full idle/min" in
+          open(svg).read() and subprocess.run(["xmllint", "--noout", svg])
+          .returncode == 0, "timeline of a truncated history: says so, draws "
+          "each minute's full-idle share whole; well-formed", err)
     rc, _, err = ctl("report", "--bridge-metrics", prom + ".missing")
     check(rc == 1 and "--bridge-metrics" in err,
           "report: a missing --bridge-metrics file, exit 1", err)

@@ -181,6 +181,38 @@ static void legend(FILE *f, int y, const bool *seen)
 	}
 }
 
+/* The band at @y of the minutes' full-idle shares (the reply's "minutes",
+ * whole whatever the kept changes lost): a bar per minute, as high as
+ * the share of the minute the VM was fully idle. */
+static void minutes_band(FILE *f, const struct plot *p, json_object *h, int y)
+{
+	json_object *a = ctl_member(h, "minutes", json_type_array), *v;
+	size_t n = a ? json_object_array_length(a) : 0;
+
+	fprintf(f, "<text x='10' y='%d'>full idle/min</text>\n"
+		"<rect x='%d' y='%d' width='%.0f' height='%d' fill='#f4f4f4'/>\n",
+		y + 16, TL_LEFT, y, p->width, TL_BAND - 2);
+	for (size_t i = 0; i < n && i < 24 * 60; i++) {
+		json_object *m = json_object_array_get_idx(a, i);
+		int64_t t0 = (v = ctl_number(m, "start_unix_ms")) ?
+			json_object_get_int64(v) : p->t0;
+		double span = (v = ctl_number(m, "span_s")) ?
+			json_object_get_double(v) : 0;
+		double r = (v = ctl_number(m, "full_idle_ratio")) ?
+			json_object_get_double(v) : 0;
+		int64_t t1 = t0 + (int64_t)(span * 1000);
+		double h_px = (r < 0 ? 0 : r > 1 ? 1 : r) * (TL_BAND - 2);
+
+		if (t1 <= p->t0 || h_px <= 0)
+			continue;
+		if (t0 < p->t0)
+			t0 = p->t0;
+		fprintf(f, "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' "
+			"fill='%s'/>\n", x_of(p, t0), y + TL_BAND - 2 - h_px,
+			x_of(p, t1) - x_of(p, t0), h_px, TL_FULL_IDLE_FILL);
+	}
+}
+
 /* The SVG of history reply @h for VM @name into @f. */
 static void draw(FILE *f, const char *name, json_object *h)
 {
@@ -189,7 +221,7 @@ static void draw(FILE *f, const char *name, json_object *h)
 	struct plot p = { .width = TL_W - TL_LEFT - TL_RIGHT };
 	bool seen[TL_CAUSES] = { false };
 	int64_t at, trunc = -1;
-	int st, y = TL_TOP + TL_STATES * TL_BAND;
+	int st, ym = TL_TOP + TL_STATES * TL_BAND + 4, y = ym + TL_BAND + 2;
 	char a0[64], a1[64];
 
 	if (n > TL_CHANGES_MAX)
@@ -241,6 +273,7 @@ static void draw(FILE *f, const char *name, json_object *h)
 		at = t;
 	}
 	segment(f, &p, st, at, p.t1);
+	minutes_band(f, &p, h, ym);
 	axis(f, &p, y + 20);
 	if (trunc > p.t0) {
 		local_time(trunc, "%H:%M:%S", a0, sizeof(a0));

@@ -106,6 +106,12 @@ uint64_t export_events_dropped(void)
 
 /* The export thread, or the main thread once it has stopped (export.h);
  * @st a snapshot of vm_status_new's. */
+unsigned int export_duty_minutes(uint64_t now, struct duty_minute *out,
+				 unsigned int n)
+{
+	return duty_cycle_minutes(&ex.duty, now, out, n);
+}
+
 void export_duty_read(struct vm_status *st, uint64_t now)
 {
 	duty_cycle_read(&ex.duty, now, &st->duty);

@@ -128,6 +128,10 @@ uint64_t export_events_dropped(void); /* any thread */
  * @now (CLOCK_MONOTONIC), from the state changes it has read, into
  * @st->duty. */
 void export_duty_read(struct vm_status *st, uint64_t now);
+/* The same thread: the last @n minutes' full-idle time at @now, oldest
+ * first (common/duty_cycle.h duty_cycle_minutes); how many. */
+unsigned int export_duty_minutes(uint64_t now, struct duty_minute *out,
+				 unsigned int n);
 /* The hooks thread: a hook ended or an idle change was dropped (the hook
  * counters changed); the export thread rewrites the metrics file. */
 void export_hooks_ended(void);

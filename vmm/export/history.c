@@ -94,6 +94,42 @@ static struct json_object *entry_json(const struct history_entry *e)
 	return o;
 }
 
+/* Export thread: [{"start_unix_ms":T,"span_s":S,"full_idle_ratio":R},...]
+ * for the minutes of the last @since_s seconds (whole minutes of the VM's
+ * life, the current one partly elapsed): the duty cycle's, complete
+ * whatever the ring above lost. NULL: out of memory. */
+static struct json_object *minutes_json(unsigned int since_s, uint64_t now)
+{
+	struct duty_minute m[HISTORY_SPAN_S / 60 + 2];
+	unsigned int n = export_duty_minutes(now, m, since_s / 60 + 2);
+	struct json_object *a = json_object_new_array();
+	uint64_t span = (uint64_t)since_s * 1000000000ull;
+	uint64_t from = now > span ? now - span : 0;
+	char ratio[16];
+
+	for (unsigned int i = 0; a && i < n; i++) {
+		struct json_object *o = json_object_new_object();
+		double r = m[i].span_ns ? (double)m[i].idle_ns /
+					  (double)m[i].span_ns : 0;
+
+		if (!o)
+			break;
+		if (m[i].start_ns + m[i].span_ns <= from) {
+			json_object_put(o);
+			continue; /* ended before the span */
+		}
+		snprintf(ratio, sizeof(ratio), "%.3f", r);
+		json_object_object_add(o, "start_unix_ms", json_object_new_uint64(
+					       mono_to_unix_ms(m[i].start_ns)));
+		json_object_object_add(o, "span_s", json_object_new_double(
+					       (double)m[i].span_ns / 1e9));
+		json_object_object_add(o, "full_idle_ratio",
+				       json_object_new_double_s(r, ratio));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
 /* Export thread; @st a fresh snapshot, @since_s at most HISTORY_SPAN_S,
  * @now CLOCK_MONOTONIC not before any change added. */
 struct json_object *history_json(const struct vm_status *st,
@@ -136,5 +172,6 @@ struct json_object *history_json(const struct vm_status *st,
 		json_object_object_add(r, "truncated_before_unix_ms",
 			json_object_new_uint64(hist.e[first % HISTORY_MAX].unix_ms));
 	json_object_object_add(r, "changes", a);
+	json_object_object_add(r, "minutes", minutes_json(since_s, now));
 	return r;
 }
