@@ -7,9 +7,11 @@
  *
  *  1. fully idle at least 97 % of the window (the 24 h one, or the VM's
  *     whole life when younger; the span used is shown): "suspend or pack";
- *  2. else, every vCPU halted now and at least half of the last minute's
- *     wake-ups from a periodic tick (why_rules.c's tick rows): "a tick
- *     policy";
+ *  2. else, every vCPU halted at least 80 % of a one-second sample (two
+ *     status requests REPORT_SAMPLE_S apart; a vCPU that waits for its
+ *     start-up IPI counts as halted) and at least half of the last
+ *     minute's wake-ups from a periodic tick (why_rules.c's tick rows):
+ *     "a tick policy";
  *  3. else: "nothing" (busy: a vCPU running, or woken by its own work);
  *     without a duty cycle and with no vCPU running, "unknown".
  */
@@ -22,6 +24,8 @@
 #include "sysidlectl.h"
 
 #define IDLE_RULE 0.97  /* rule 1's share of the window fully idle */
+#define HALTED_RULE 0.8 /* rule 2's share of the sample each vCPU halted */
+#define REPORT_SAMPLE_S 1 /* rule 2's sample */
 #define DAY_S 86400.0
 
 struct report_row {
@@ -32,11 +36,41 @@ struct report_row {
 	json_object *o;         /* --json */
 };
 
-/* Rule 2's test on status object @vm: every vCPU halted, and half the
- * wake-ups of the last minute or more from tick rules; the busiest
- * source's label and rate into @woken. *@running: vCPUs not halted. */
-static bool ticking(json_object *vm, char *woken, size_t size,
-		    size_t *running)
+/* Status objects @prev and @vm of one VM, @prev the earlier (NULL: none,
+ * then the vCPUs halted now): how many vCPUs were halted less than
+ * HALTED_RULE of the time between them ("halted_s", the current wait in;
+ * a vCPU idle in both with no halted time moved waits for its SIPI or is
+ * parked: halted). */
+static size_t vcpus_busy(json_object *prev, json_object *vm)
+{
+	json_object *a = ctl_member(vm, "vcpus", json_type_array);
+	json_object *b = ctl_member(prev, "vcpus", json_type_array);
+	size_t n = a ? json_object_array_length(a) : 0, busy = 0, total;
+	double dt = num_or(vm, "uptime_s", 0) - num_or(prev, "uptime_s", 0);
+
+	if (!b || json_object_array_length(b) != n || dt <= 0)
+		return vcpus_halted(vm, &total) < total ?
+		       total - vcpus_halted(vm, &total) : 0;
+	for (size_t i = 0; i < n; i++) {
+		json_object *x = json_object_array_get_idx(b, i);
+		json_object *y = json_object_array_get_idx(a, i);
+		double h = num_or(y, "halted_s", 0) - num_or(x, "halted_s", 0);
+		json_object *ix = ctl_member(x, "idle", json_type_boolean);
+		json_object *iy = ctl_member(y, "idle", json_type_boolean);
+		bool parked = h <= 0 && ix && iy && json_object_get_boolean(ix)
+			      && json_object_get_boolean(iy);
+
+		busy += !parked && h < HALTED_RULE * dt;
+	}
+	return busy;
+}
+
+/* Rule 2's test on status object @vm (@prev the sample before it, or
+ * NULL): every vCPU mostly halted, and half the wake-ups of the last
+ * minute or more from tick rules; the busiest source's label and rate
+ * into @woken. *@running: vCPUs not halted now. */
+static bool ticking(json_object *prev, json_object *vm, char *woken,
+		    size_t size, size_t *running)
 {
 	json_object *rows = ctl_member(ctl_member(vm, "wake_sources",
 						  json_type_object),
@@ -65,7 +99,7 @@ static bool ticking(json_object *vm, char *woken, size_t size,
 				 num_or(r, "vcpu", -1), label, rate);
 		}
 	}
-	return !*running && all > 0 && tick * 2 >= all;
+	return !vcpus_busy(prev, vm) && all > 0 && tick * 2 >= all;
 }
 
 /* Rule 1's inputs from status object @vm's "duty": the 24 h window's
@@ -91,7 +125,8 @@ static void advise(struct report_row *r, bool tick, size_t running)
 		r->why = "fully idle 97 % of the window or more";
 	} else if (tick) {
 		r->advice = "a tick policy";
-		r->why = "its vCPUs halted, woken mostly by a periodic tick";
+		r->why = "its vCPUs mostly halted, woken mostly by a periodic "
+			 "tick";
 	} else if (running || !isnan(r->ratio)) {
 		r->advice = "nothing";
 		r->why = running ? "busy: a vCPU running" :
@@ -102,8 +137,9 @@ static void advise(struct report_row *r, bool tick, size_t running)
 	}
 }
 
-/* A row for the VM with socket DIR/@ent. */
-static void vmm_row(struct report_row *r, const char *ent)
+/* A row for the VM with socket DIR/@ent; @prev its status object a
+ * sample earlier (NULL: none). */
+static void vmm_row(struct report_row *r, const char *ent, json_object *prev)
 {
 	json_object *vm, *reply;
 	char why[256];
@@ -139,7 +175,7 @@ static void vmm_row(struct report_row *r, const char *ent)
 		r->span_s = DAY_S;
 		r->window = "24h";
 	}
-	tick = ticking(vm, r->woken, sizeof(r->woken), &running);
+	tick = ticking(prev, vm, r->woken, sizeof(r->woken), &running);
 	if (running && !strcmp(r->woken, "-")) /* busy, never halting */
 		snprintf(r->woken, sizeof(r->woken), "%zu vCPU%s running",
 			 running, running > 1 ? "s" : "");
@@ -236,6 +272,7 @@ int cmd_report(const char *bridge_metrics)
 {
 	struct bridge_domains bd = { 0 };
 	struct report_row *rows;
+	json_object **prev, **prev_vm;
 	size_t n, nb = 0, i;
 	char **ents;
 	int rc, w = 4;
@@ -256,8 +293,21 @@ int cmd_report(const char *bridge_metrics)
 		rc = EXIT_ERR;
 		goto out;
 	}
+	prev = calloc(n + 1, sizeof(*prev));
+	prev_vm = calloc(n + 1, sizeof(*prev_vm));
+	for (i = 0; prev && prev_vm && i < n; i++) {
+		char why[256];
+
+		prev[i] = fetch_status(ents[i], &prev_vm[i], why, sizeof(why));
+	}
+	if (n) /* rule 2's sample */
+		nanosleep(&(struct timespec){ REPORT_SAMPLE_S, 0 }, NULL);
 	for (i = 0; i < n; i++)
-		vmm_row(&rows[i], ents[i]);
+		vmm_row(&rows[i], ents[i], prev && prev[i] ? prev_vm[i] : NULL);
+	for (i = 0; prev && i < n; i++)
+		json_object_put(prev[i]);
+	free(prev);
+	free(prev_vm);
 	for (i = 0; i < nb; i++)
 		libvirt_row(&rows[n + i], &bd.v[i], (double)time(NULL));
 	for (i = 0; i < n + nb; i++)

@@ -135,6 +135,8 @@ struct json_object *control_status_json(const struct vm_status *st,
 				       json_object_new_boolean(v->halted));
 		add_u64(o, "halt_exits", v->halt_exits);
 		add_u64(o, "ticks_suppressed", v->ticks_suppressed);
+		json_object_object_add(o, "halted_s",
+				       json_seconds(v->halted_ns));
 		json_object_array_add(vcpus, o);
 	}
 	json_object_object_add(vm, "vcpus", vcpus);

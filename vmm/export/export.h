@@ -42,6 +42,7 @@ struct vcpu_status {
 	bool halted;               /* blocked on HLT, or waiting for SIPI */
 	uint64_t halt_exits;       /* KVM_EXIT_HLT count */
 	uint64_t ticks_suppressed; /* pv ticks counted missed, not delivered */
+	uint64_t halted_ns;        /* blocked in HLT, the current wait in */
 	/* wake-ups from HLT by source (the machine's enum wake_source): in
 	 * all, in the last minute (over recent_span_ns), the last one's
 	 * detail */

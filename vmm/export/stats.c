@@ -77,7 +77,8 @@ static struct json_object *stats_vcpu(struct vcpu *v)
 						    memory_order_relaxed));
 	add_u64(o, "interrupts_injected", v->stats.irqs_injected);
 	add_u64(o, "nmis_injected", v->stats.nmis_injected);
-	add_u64(o, "halted_ns", v->stats.halted_ns);
+	add_u64(o, "halted_ns", atomic_load_explicit(&v->stats.halted_ns,
+						     memory_order_relaxed));
 	add_u64(o, "wakeups", v->stats.wakeups);
 	add_u64(o, "wake_latency_ns_total", v->stats.wake_latency_ns);
 	add_u64(o, "wake_latency_ns_max", v->stats.wake_latency_max_ns);

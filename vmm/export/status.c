@@ -83,6 +83,7 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 {
 	uint64_t now = now_ns();
 	struct pvtick_status pv;
+	uint64_t since;
 	struct pause_status pz;
 	struct idle_status is;
 
@@ -103,6 +104,13 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 		s->halt_exits = atomic_load_explicit(&v->stats.hlt_exits,
 						      memory_order_relaxed);
 		s->halted = vcpu_is_halted(v);
+		/* relaxed: the vCPU thread's, a snapshot (vcpu_halt.c) */
+		s->halted_ns = atomic_load_explicit(&v->stats.halted_ns,
+						    memory_order_relaxed);
+		since = atomic_load_explicit(&v->stats.halted_since_ns,
+					     memory_order_relaxed);
+		if (since && now > since)
+			s->halted_ns += now - since;
 		idle_vcpu_pvtick(v, &pv);
 		s->ticks_suppressed = pv.suppressed;
 		for (int w = 0; w < WAKE_SOURCES; w++) {

@@ -41,7 +41,9 @@ struct vcpu_stats {
 	_Atomic uint64_t hlt_exits; /* read by status snapshots */
 	uint64_t irqs_injected;
 	uint64_t nmis_injected;
-	uint64_t halted_ns;
+	/* time blocked in HLT: the waits ended, and since when the current
+	 * one lasts (0: none); read by status snapshots (relaxed) */
+	_Atomic uint64_t halted_ns, halted_since_ns;
 	uint64_t wakeups;          /* HALTED -> RUNNING */
 	uint64_t wake_latency_ns;  /* sum over wakeups: event posted -> the
 				    * KVM_RUN that delivers it */

@@ -217,6 +217,9 @@ enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 	pthread_mutex_lock(&v->lock);
 	v->state = VCPU_HALTED;
 	v->wake_posted_ns = 0;
+	/* relaxed: one writer; status snapshots read it (halted time) */
+	atomic_store_explicit(&v->stats.halted_since_ns, t0,
+			      memory_order_relaxed);
 	if (idle)
 		idle->halt(v, false);
 	timer_wait_begin(v);
@@ -252,7 +255,13 @@ enum vcpu_state vcpu_wait_interrupt(struct vcpu *v)
 	 * forces the timekeeper's exit) behind us, kicked later. */
 	if (kick)
 		idle->kick_deferred(v);
-	v->stats.halted_ns += t1 - t0;
+	/* relaxed: one writer; status snapshots read them. The wait ends
+	 * before it is counted: a snapshot in between sees neither. */
+	atomic_store_explicit(&v->stats.halted_since_ns, 0,
+			      memory_order_relaxed);
+	atomic_store_explicit(&v->stats.halted_ns, atomic_load_explicit(
+		&v->stats.halted_ns, memory_order_relaxed) + (t1 - t0),
+		memory_order_relaxed);
 	halt_poll_adjust(v, t1 - t0, valid);
 	if (posted && !vm_stopping())
 		v->wake_posted_run_ns = posted; /* timed at the next KVM_RUN */
