@@ -193,6 +193,30 @@ def lint(text):
           r.stdout + r.stderr)
 
 
+def check_report(build, d, mfile, wfile, name):
+    """The domain's duty cycle in the --wakes-file (each window's share
+    fully idle, over a span), and sysidlectl report taking it from there
+    with the bridge's metrics file."""
+    duty = d.get("duty", {})
+    check(all(0 <= duty.get("full_idle_ratio_" + w, -1) <= 1 and
+              duty.get("span_%s_s" % w, 0) > 0 for w in ("1m", "1h", "24h"))
+          and duty.get("tracked_s", 0) > 0,
+          "--wakes-file: the domain's duty cycle, each window's share fully "
+          "idle over its span", json.dumps(duty))
+    r = subprocess.run([os.path.join(build, "sysidlectl"), "--json",
+                        "report", "--bridge-metrics", mfile, "--wakes-file",
+                        wfile], capture_output=True, text=True, timeout=30)
+    rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    row = next((x for x in rows if x.get("name") == name), {})
+    check(r.returncode == 0 and row.get("kind") == "libvirt" and
+          row.get("full_idle_ratio") is not None and
+          row.get("advice") in ("suspend or pack", "nothing"),
+          "report --wakes-file: the domain's share fully idle and a "
+          "recommendation (%s, %s)" % (row.get("full_idle_ratio"),
+                                       row.get("advice")),
+          r.stdout + r.stderr)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -259,6 +283,7 @@ def main():
         plv.diag("\n".join(l for l in text.splitlines() if re.match(
             r"sysidle_libvirt_(kvm_|thread|host_wakeups)", l)))
         lint(text)
+        check_report(build, d2 or d1, mfile, wfile, name)
         rc = plv.kill_pid(b.pid, proc=b)
         check(not rc and b.returncode == 0 and not os.path.exists(wfile),
               "SIGTERM: the bridge exits 0 and removes --wakes-file "

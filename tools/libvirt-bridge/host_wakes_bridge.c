@@ -12,6 +12,7 @@
 #include "host_wakes.h"
 #include "host_wakes_bridge.h"
 #include "metrics.h"
+#include "monotonic.h"
 #include "promtext.h"
 
 #define VIEW "The host's view (KVM's debugfs counter, summed over the " \
@@ -193,8 +194,27 @@ void host_wakes_metrics(const struct bridge *b, FILE *f)
 	}
 }
 
-/* The document: every watched domain's host_wakeups. The caller
- * guarantees @f is open for writing. */
+/* ,"duty":{...}: domain @t's duty cycle now (common/duty_cycle.h), the
+ * share of each window it was fully idle, over the span given; nothing
+ * before its first state. The caller guarantees @f is open. */
+static void duty_json(FILE *f, const struct tracked *t)
+{
+	struct duty_report r;
+
+	if (!t->duty || !t->duty->start_ns)
+		return;
+	duty_cycle_read(t->duty, monotonic_ns(), &r);
+	fputs(",\"duty\":{", f);
+	for (int w = 0; w < DUTY_WINDOWS; w++)
+		fprintf(f, "%s\"full_idle_ratio_%s\":%.6f,\"span_%s_s\":%.3f",
+			w ? "," : "", duty_window_name(w), r.w[w].span_ns ?
+			(double)r.w[w].idle_ns / (double)r.w[w].span_ns : 0.0,
+			duty_window_name(w), (double)r.w[w].span_ns / 1e9);
+	fprintf(f, ",\"tracked_s\":%.3f}", (double)r.tracked_ns / 1e9);
+}
+
+/* The document: every watched domain's host_wakeups and duty cycle. The
+ * caller guarantees @f is open for writing. */
 static void format(const struct bridge *b, FILE *f)
 {
 	bool first = true;
@@ -212,6 +232,7 @@ static void format(const struct bridge *b, FILE *f)
 		host_wakes_json_string(f, t->name);
 		fprintf(f, ",\"uuid\":\"%s\",\"host_wakeups\":", t->uuid);
 		host_wakes_json(f, t->wakes);
+		duty_json(f, t);
 		fputc('}', f);
 		first = false;
 	}

@@ -84,7 +84,8 @@ static const char help_text[] =
 "  --bridge-metrics FILE  report: the libvirt bridge's --metrics-file,\n"
 "                     for its domains (their duty cycle is known only\n"
 "                     for one fully idle all day)\n"
-"  --wakes-file FILE  why: the libvirt bridge's --wakes-file\n"
+"  --wakes-file FILE  why, report: the libvirt bridge's --wakes-file\n"
+"                     (report: its domains' duty cycles)\n"
 "  -n N               top: stop after N refreshes (default: on a terminal\n"
 "                     until q, else 1)\n"
 "  --version          print the version and exit 0\n"
@@ -254,13 +255,14 @@ int main(int argc, char **argv)
 		return usage_error("%s: --svg is for timeline", cmd);
 	if (bridge && strcmp(cmd, "report"))
 		return usage_error("%s: --bridge-metrics is for report", cmd);
-	if (wakes && strcmp(cmd, "why"))
-		return usage_error("%s: --wakes-file is for why", cmd);
+	if (wakes && strcmp(cmd, "why") && strcmp(cmd, "report"))
+		return usage_error("%s: --wakes-file is for why and report",
+				   cmd);
 	if (!strcmp(cmd, "report")) {
 		if (optind < argc)
 			return usage_error("report: unexpected argument '%s'",
 					   argv[optind]);
-		return need_dir(NULL) ? EXIT_ERR : cmd_report(bridge);
+		return need_dir(NULL) ? EXIT_ERR : cmd_report(bridge, wakes);
 	}
 	if (!strcmp(cmd, "list")) {
 		if (optind < argc)

@@ -187,10 +187,14 @@ static void vmm_row(struct report_row *r, const char *ent, json_object *prev)
 }
 
 /* A row for bridge domain @b at Unix time @now: its state, and its duty
- * cycle only when it has been fully idle the whole day. */
+ * cycle from the bridge's --wakes-file @wakes (NULL: none), else only
+ * when it has been fully idle the whole day. */
 static void libvirt_row(struct report_row *r, const struct bridge_domain *b,
-			double now)
+			double now, json_object *wakes)
 {
+	json_object *d = wakes ? ctl_member(wakes_file_domain(wakes, b->uuid),
+					    "duty", json_type_object) : NULL;
+
 	static const char *const states[] = { "NOT", "SHORT", "LONG", "FULL",
 					      "FULL_NOTED" };
 
@@ -205,7 +209,12 @@ static void libvirt_row(struct report_row *r, const struct bridge_domain *b,
 	else
 		snprintf(r->since, sizeof(r->since), "-");
 	snprintf(r->woken, sizeof(r->woken), "-");
-	if (b->state == 4 && b->full_since_s > 0 &&
+	if (d && ctl_number(d, "full_idle_ratio_24h") &&
+	    ctl_number(d, "span_24h_s")) { /* the bridge's --wakes-file */
+		r->ratio = num_or(d, "full_idle_ratio_24h", 0);
+		r->span_s = num_or(d, "span_24h_s", 0);
+		r->window = r->span_s >= DAY_S - 61 ? "24h" : "life";
+	} else if (b->state == 4 && b->full_since_s > 0 &&
 	    now - b->full_since_s >= DAY_S) {
 		r->ratio = 1;
 		r->span_s = DAY_S;
@@ -213,8 +222,8 @@ static void libvirt_row(struct report_row *r, const struct bridge_domain *b,
 	}
 	advise(r, false, 0);
 	if (isnan(r->ratio))
-		r->why = "duty cycle unknown (the bridge's file has no "
-			 "ratios: known only for a domain idle all day)";
+		r->why = "duty cycle unknown (without the bridge's "
+			 "--wakes-file, known only for a domain idle all day)";
 	r->o = json_object_new_object();
 	json_object_object_add(r->o, "uuid", json_object_new_string(b->uuid));
 }
@@ -268,8 +277,9 @@ static void report_print(struct report_row *r, int w)
 
 /* See sysidlectl.h: @bridge_metrics the bridge's metrics file, NULL:
  * none. */
-int cmd_report(const char *bridge_metrics)
+int cmd_report(const char *bridge_metrics, const char *wakes_file)
 {
+	json_object *wakes = NULL;
 	struct bridge_domains bd = { 0 };
 	struct report_row *rows;
 	json_object **prev, **prev_vm;
@@ -285,6 +295,10 @@ int cmd_report(const char *bridge_metrics)
 			free(ents[i]);
 		free(ents);
 		return EXIT_ERR;
+	}
+	if (wakes_file && !(wakes = wakes_file_read(wakes_file))) {
+		rc = EXIT_ERR;
+		goto out;
 	}
 	nb = bd.n;
 	rows = calloc(n + nb + 1, sizeof(*rows));
@@ -309,7 +323,7 @@ int cmd_report(const char *bridge_metrics)
 	free(prev);
 	free(prev_vm);
 	for (i = 0; i < nb; i++)
-		libvirt_row(&rows[n + i], &bd.v[i], (double)time(NULL));
+		libvirt_row(&rows[n + i], &bd.v[i], (double)time(NULL), wakes);
 	for (i = 0; i < n + nb; i++)
 		if ((int)strlen(rows[i].name) > w)
 			w = (int)strlen(rows[i].name);
@@ -325,6 +339,7 @@ int cmd_report(const char *bridge_metrics)
 	free(rows);
 	rc = flush_out();
 out:
+	json_object_put(wakes);
 	bridge_free(&bd);
 	for (i = 0; i < n; i++)
 		free(ents[i]);

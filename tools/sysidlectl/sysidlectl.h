@@ -135,7 +135,12 @@ double num_or(json_object *o, const char *key, double def);
  * are parsed, DIR checked (need_dir), @name non-empty. */
 int cmd_why(const char *name);
 int cmd_why_libvirt(const char *name, const char *wakes_file);
-int cmd_report(const char *bridge_metrics);
+/* why_libvirt.c: the bridge's --wakes-file parsed (NULL after an error
+ * line); the domain named @name (or of that uuid) in it, or NULL. */
+json_object *wakes_file_read(const char *path);
+json_object *wakes_file_domain(json_object *file, const char *name);
+/* @wakes_file: the bridge's, for its domains' duty cycles; NULL: none. */
+int cmd_report(const char *bridge_metrics, const char *wakes_file);
 int cmd_timeline(const char *name, const char *svg);
 
 /* output.c */

@@ -56,7 +56,7 @@ static const char *thread_what(const char *name)
 
 /* The file @path parsed (the caller puts it), or NULL after an error
  * line. */
-static json_object *read_wakes(const char *path)
+json_object *wakes_file_read(const char *path)
 {
 	FILE *f = fopen(path, "r");
 	char *buf;
@@ -94,7 +94,7 @@ static json_object *read_wakes(const char *path)
 }
 
 /* The domain named @name (or of that uuid) in @file's domains, or NULL. */
-static json_object *find_domain(json_object *file, const char *name)
+json_object *wakes_file_domain(json_object *file, const char *name)
 {
 	json_object *a = ctl_member(file, "domains", json_type_array);
 
@@ -162,12 +162,12 @@ static void print_host(json_object *d, json_object *h)
  * --wakes-file. */
 int cmd_why_libvirt(const char *name, const char *path)
 {
-	json_object *file = read_wakes(path), *d, *h;
+	json_object *file = wakes_file_read(path), *d, *h;
 	int rc = EXIT_ERR;
 
 	if (!file)
 		return EXIT_ERR;
-	d = find_domain(file, name);
+	d = wakes_file_domain(file, name);
 	h = ctl_member(d, "host_wakeups", json_type_object);
 	if (!d) {
 		errmsg("no libvirt domain '%s' in %s", name, path);
