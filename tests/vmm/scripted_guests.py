@@ -141,3 +141,67 @@ def script_for(args, directory):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def timer_and_ipis(timer_hz, ipi_hz):
+    """Three vCPUs: vCPU 0 a periodic LAPIC timer at @timer_hz (vector
+    0x30), HLT; vCPU 1 HLT, woken by vCPU 2's IPIs (vector 0x50) at
+    @ipi_hz; vCPU 2 busy between them (never halts)."""
+    return """
+vcpu 0
+  sti
+  mmio-write 0xfee000f0 4 0x1ff     # LAPIC SVR: enabled
+  mmio-write 0xfee003e0 4 0xb       # TDCR: divide by 1 (1 ns a count)
+  mmio-write 0xfee00320 4 0x20030   # LVTT: periodic, vector 0x30
+  mmio-write 0xfee00380 4 %d        # TMICT: the period
+  start-ap 1 0x10
+  start-ap 2 0x10
+  loop
+    hlt
+  end
+on 0x30
+  eoi
+vcpu 1
+  sti
+  mmio-write 0xfee000f0 4 0x1ff
+  loop
+    hlt
+  end
+on 0x50
+  eoi
+vcpu 2
+  mmio-write 0xfee000f0 4 0x1ff
+  loop
+    busy %d
+    mmio-write 0xfee00310 4 0x1000000   # ICR high: APIC 1
+    mmio-write 0xfee00300 4 0x50        # ICR low: fixed, vector 0x50
+  end
+""" % (1000000000 // timer_hz, 1000000000 // ipi_hz)
+
+
+def halted_with_serial(ready=""):
+    """Two vCPUs halted for good, vCPU 0 taking the serial interrupt
+    (IOAPIC pin 4 -> vector 0x40, its handler reads the byte): fully idle
+    until something from outside. @ready: a line written first."""
+    return """
+vcpu 0
+  sti
+  mmio-write 0xfee000f0 4 0x1ff
+  mmio-write 0xfec00000 4 0x19      # IOAPIC pin 4, high dword: APIC 0
+  mmio-write 0xfec00010 4 0
+  mmio-write 0xfec00000 4 0x18      # low dword: vector 0x40, unmasked
+  mmio-write 0xfec00010 4 0x40
+  out 0x3f9 1 1                     # UART IER: receive interrupt
+  start-ap 1 0x10
+%s  loop
+    hlt
+  end
+on 0x40
+  in 0x3f8 1
+  eoi
+vcpu 1
+  sti
+  loop
+    hlt
+  end
+""" % (serial_out(ready + "\n") if ready else "")

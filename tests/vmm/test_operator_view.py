@@ -32,64 +32,12 @@ TMP = tempfile.mkdtemp(prefix="vmm-opview-")
 DIR = os.path.join(TMP, "run")
 os.mkdir(DIR)
 TIMER_HZ, IPI_HZ = 200, 50
+from scripted_guests import halted_with_serial, timer_and_ipis  # noqa: E402
 
 # vCPU 0 (the timekeeper): a periodic LAPIC timer; vCPU 1 woken by vCPU
-# 2's IPIs; vCPU 2 busy between them.
-MIXED = """
-vcpu 0
-  sti
-  mmio-write 0xfee000f0 4 0x1ff
-  mmio-write 0xfee003e0 4 0xb
-  mmio-write 0xfee00320 4 0x20030
-  mmio-write 0xfee00380 4 %d
-  start-ap 1 0x10
-  start-ap 2 0x10
-  loop
-    hlt
-  end
-on 0x30
-  eoi
-vcpu 1
-  sti
-  mmio-write 0xfee000f0 4 0x1ff
-  loop
-    hlt
-  end
-on 0x50
-  eoi
-vcpu 2
-  mmio-write 0xfee000f0 4 0x1ff
-  loop
-    busy %d
-    mmio-write 0xfee00310 4 0x1000000
-    mmio-write 0xfee00300 4 0x50
-  end
-""" % (1000000000 // TIMER_HZ, 1000000000 // IPI_HZ)
-
-# Halted for good, vCPU 0 taking the serial interrupt (IOAPIC pin 4 ->
-# vector 0x40): fully idle until something from outside.
-IDLE = """
-vcpu 0
-  sti
-  mmio-write 0xfee000f0 4 0x1ff
-  mmio-write 0xfec00000 4 0x19
-  mmio-write 0xfec00010 4 0
-  mmio-write 0xfec00000 4 0x18
-  mmio-write 0xfec00010 4 0x40
-  out 0x3f9 1 1
-  start-ap 1 0x10
-  loop
-    hlt
-  end
-on 0x40
-  in 0x3f8 1
-  eoi
-vcpu 1
-  sti
-  loop
-    hlt
-  end
-"""
+# 2's IPIs; vCPU 2 busy between them. IDLE: halted, serial on vCPU 0.
+MIXED = timer_and_ipis(TIMER_HZ, IPI_HZ)
+IDLE = halted_with_serial()
 
 # vCPU 1's own periodic tick (250/s), its handler working 0.4 ms: idle
 # 90 % of the time, but out of full idle at each tick.

@@ -25,66 +25,10 @@ vmmtest.init(sys.argv)
 KERNEL = os.path.join(vmmtest.GUESTS, "hello.elf")  # loaded, never run
 TMP = tempfile.mkdtemp(prefix="vmm-wake-")
 TIMER_HZ, IPI_HZ = 200, 50
+from scripted_guests import halted_with_serial, timer_and_ipis  # noqa: E402
 
-# vCPU 0: a periodic LAPIC timer at TIMER_HZ, HLT; vCPU 1: HLT, woken by
-# vCPU 2's IPIs (vector 0x50); vCPU 2 busy between IPIs (never halts).
-BUSY_VM = """
-vcpu 0
-  sti
-  mmio-write 0xfee000f0 4 0x1ff     # LAPIC SVR: enabled
-  mmio-write 0xfee003e0 4 0xb       # TDCR: divide by 1 (1 ns a count)
-  mmio-write 0xfee00320 4 0x20030   # LVTT: periodic, vector 0x30
-  mmio-write 0xfee00380 4 %d        # TMICT: the period
-  start-ap 1 0x10
-  start-ap 2 0x10
-  loop
-    hlt
-  end
-on 0x30
-  eoi
-vcpu 1
-  sti
-  mmio-write 0xfee000f0 4 0x1ff
-  loop
-    hlt
-  end
-on 0x50
-  eoi
-vcpu 2
-  mmio-write 0xfee000f0 4 0x1ff
-  loop
-    busy %d
-    mmio-write 0xfee00310 4 0x1000000   # ICR high: APIC 1
-    mmio-write 0xfee00300 4 0x50        # ICR low: fixed, vector 0x50
-  end
-""" % (1000000000 // TIMER_HZ, 1000000000 // IPI_HZ)
-
-# Two vCPUs halted for good, vCPU 0 taking the serial interrupt (IOAPIC
-# pin 4 -> vector 0x40): fully idle until something from outside.
-IDLE_VM = """
-vcpu 0
-  sti
-  mmio-write 0xfee000f0 4 0x1ff
-  mmio-write 0xfec00000 4 0x19
-  mmio-write 0xfec00010 4 0
-  mmio-write 0xfec00000 4 0x18
-  mmio-write 0xfec00010 4 0x40
-  out 0x3f9 1 1                     # UART IER: receive interrupt
-  start-ap 1 0x10
-  out 0x3f8 1 0x52
-  out 0x3f8 1 0x0a
-  loop
-    hlt
-  end
-on 0x40
-  in 0x3f8 1
-  eoi
-vcpu 1
-  sti
-  loop
-    hlt
-  end
-"""
+BUSY_VM = timer_and_ipis(TIMER_HZ, IPI_HZ)
+IDLE_VM = halted_with_serial("R")
 
 
 def use_script(name, text):
