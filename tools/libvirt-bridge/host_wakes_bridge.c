@@ -117,6 +117,34 @@ static bool has_figures(const struct tracked *t)
 	       !*host_wakes_why(t->wakes);
 }
 
+/* One family with a sample per domain and QEMU thread name: the name's
+ * wake-ups since first read (@wakeups), else its threads now. The caller
+ * guarantees @f is open. */
+static void thread_family(const struct bridge *b, FILE *f, const char *name,
+			  const char *type, const char *help, bool wakeups)
+{
+	prom_family(f, name, type, help);
+	for (size_t i = 0; i < b->ndoms; i++) {
+		const struct tracked *t = b->doms[i];
+
+		for (unsigned int j = 0; has_figures(t) &&
+		     j < host_wakes_nthreads(t->wakes); j++) {
+			unsigned int n;
+			uint64_t total;
+			const char *thread = host_wakes_thread(t->wakes, j, &n,
+							       &total);
+
+			labels(f, name, t);
+			fputs(",thread=\"", f);
+			prom_label(f, thread);
+			if (wakeups)
+				fprintf(f, "\"} %" PRIu64 "\n", total);
+			else
+				fprintf(f, "\"} %u\n", n);
+		}
+	}
+}
+
 /* See host_wakes_bridge.h for what the caller guarantees. */
 void host_wakes_metrics(const struct bridge *b, FILE *f)
 {
@@ -153,45 +181,15 @@ void host_wakes_metrics(const struct bridge *b, FILE *f)
 			fprintf(f, "} %" PRIu64 "\n", v);
 		}
 	}
-	prom_family(f, "sysidle_libvirt_thread_wakeups_total", "counter",
-		    "Wake-ups of the domain's QEMU threads by thread name "
-		    "(their voluntary context switches, each a sleep they woke "
-		    "from) since the bridge began reading them. The host's "
-		    "view of which thread woke, not a guest-side attribution.");
-	for (size_t i = 0; i < b->ndoms; i++) {
-		const struct tracked *t = b->doms[i];
-
-		for (unsigned int j = 0; has_figures(t) &&
-		     j < host_wakes_nthreads(t->wakes); j++) {
-			unsigned int n;
-			uint64_t total;
-			const char *name = host_wakes_thread(t->wakes, j, &n,
-							     &total);
-
-			labels(f, "sysidle_libvirt_thread_wakeups_total", t);
-			fputs(",thread=\"", f);
-			prom_label(f, name);
-			fprintf(f, "\"} %" PRIu64 "\n", total);
-		}
-	}
-	prom_family(f, "sysidle_libvirt_threads", "gauge",
-		    "The domain's QEMU threads of each name at the last read.");
-	for (size_t i = 0; i < b->ndoms; i++) {
-		const struct tracked *t = b->doms[i];
-
-		for (unsigned int j = 0; has_figures(t) &&
-		     j < host_wakes_nthreads(t->wakes); j++) {
-			unsigned int n;
-			uint64_t total;
-			const char *name = host_wakes_thread(t->wakes, j, &n,
-							     &total);
-
-			labels(f, "sysidle_libvirt_threads", t);
-			fputs(",thread=\"", f);
-			prom_label(f, name);
-			fprintf(f, "\"} %u\n", n);
-		}
-	}
+	thread_family(b, f, "sysidle_libvirt_thread_wakeups_total", "counter",
+		      "Wake-ups of the domain's QEMU threads by thread name "
+		      "(their voluntary context switches, each a sleep they "
+		      "woke from) since the bridge began reading them. The "
+		      "host's view of which thread woke, not a guest-side "
+		      "attribution.", true);
+	thread_family(b, f, "sysidle_libvirt_threads", "gauge",
+		      "The domain's QEMU threads of each name at the last "
+		      "read.", false);
 }
 
 /* ,"duty":{...}: domain @t's duty cycle now (common/duty_cycle.h), the
