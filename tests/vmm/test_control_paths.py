@@ -73,8 +73,13 @@ def test_too_many(sock, c):
     end = time.monotonic() + 10
     r2 = None
     while time.monotonic() < end:
+        # until the VMM has seen the close, a new client is still the
+        # 33rd: refused and closed, maybe before it could even write
         y = Client(sock)
-        r2 = y.request({"cmd": "status"})
+        try:
+            r2 = y.request({"cmd": "status"})
+        except OSError:
+            r2 = None
         y.close()
         if isinstance(r2, dict) and r2.get("ok"):
             break
