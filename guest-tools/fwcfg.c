@@ -30,9 +30,5 @@ u32 fwcfg_nb_cpus(void)
 	if (memcmp(sig, "QEMU", 4))
 		return 1;
 	fwcfg_read(FW_CFG_NB_CPUS, &n, 2);
-	if (n < 1)
-		n = 1;
-	if (n > MAX_CPUS)
-		n = MAX_CPUS;
-	return n;
+	return n < 1 ? 1 : n;
 }

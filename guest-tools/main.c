@@ -38,7 +38,7 @@ void boot_main(void)
 	cpus_online = 1;
 	tsc_init();
 	watchdog_start(cmdline_u64("timeout", 60));
-	nr_cpus = fwcfg_nb_cpus();
+	cpus_enumerate();
 	printf("# %s: boot (multiboot magic %s), cmdline \"%s\", %s, tsc %llu kHz%s\n", guest_name,
 	       mb_magic == MULTIBOOT_BOOTLOADER_MAGIC ? "ok" : "BAD", cmdline_raw(),
 	       apic_x2 ? "x2apic" : "xapic", (unsigned long long)tsc_khz,

@@ -19,9 +19,9 @@ typedef uint16_t u16;
 typedef uint32_t u32;
 typedef uint64_t u64;
 
-#define MAX_CPUS 256
+#define MAX_CPUS 1024
 #define STACK_SIZE 0x4000ul
-#define STACK_REGION 0x01000000ul /* AP stacks: 16 MiB .. 20 MiB, not zeroed */
+#define STACK_REGION 0x01000000ul /* AP stacks: 16 MiB .. 32 MiB, not zeroed */
 
 /* Interrupt vectors used by the runtime and the images. */
 #define VEC_PIC_BASE 0x20  /* 8259s remapped here, then masked */
@@ -138,14 +138,14 @@ struct percpu {
 	volatile u32 call_done;
 	/* Event counters for the checks and workloads (written by handlers). */
 	volatile u32 cnt_fixed, cnt_all, cnt_allbut, cnt_self, cnt_selfmsr;
-	volatile u32 cnt_nmi, cnt_timer, cnt_pending, cnt_call;
+	volatile u32 cnt_nmi, cnt_timer, cnt_pending, cnt_call, cnt_logical;
 	volatile u64 timer_tsc;
 	volatile u32 pend_isr_in_handler, pend_irr_in_handler;
 	volatile u64 pv_eoi;    /* KVM's PV EOI flag word (bit 0: pending) */
 	volatile u32 pv_eois;   /* EOIs this CPU made through it */
 } __attribute__((aligned(64)));
 extern struct percpu percpus[MAX_CPUS];
-extern u32 nr_cpus;        /* from fw_cfg FW_CFG_NB_CPUS */
+extern u32 nr_cpus;        /* CPUs the runtime brings up (smp.c cpus_enumerate) */
 extern volatile u32 cpus_online;
 static inline struct percpu *this_cpu(void)
 {
@@ -181,10 +181,17 @@ u64 ioapic_read_redir(u32 pin);
 void pic_init_masked(void);
 void pit_stop(void);
 
+/* ---- acpi.c: the CPUs the firmware's MADT describes ---- */
+/* The APIC IDs of the MADT's enabled Local APIC and Local x2APIC entries, in
+ * table order, duplicates dropped: at most max go into ids, *described gets
+ * how many there are. Returns the number stored, or -1 without an MADT (no
+ * RSDP, or no valid table on the way to it). */
+int acpi_cpu_apic_ids(u32 *ids, u32 max, u32 *described);
+
 /* ---- fwcfg.c ---- */
 void fwcfg_read(u16 key, void *buf, size_t n);
 void fwcfg_read_more(void *buf, size_t n); /* continue the current item */
-u32 fwcfg_nb_cpus(void);
+u32 fwcfg_nb_cpus(void); /* FW_CFG_NB_CPUS, at least 1; 1 without fw_cfg */
 
 /* ---- timer.c: TSC and LAPIC timer ---- */
 extern u64 tsc_khz;
@@ -204,6 +211,23 @@ void watchdog_start(u64 seconds);
 void watchdog_check(void); /* exits with EXIT_WATCHDOG when expired */
 /* Spin (interrupts as the caller left them) until *p >= v or ns elapse. */
 bool wait_u32(volatile u32 *p, u32 v, u64 ns);
+
+/* ---- cpus.c: which CPUs there are, and their APIC IDs ---- */
+/* What cpus_enumerate() found, for the images to report and check. */
+struct cpu_census {
+	bool from_madt;   /* APIC IDs from the MADT; else fw_cfg's count, ID = index */
+	u32 madt_enabled; /* enabled MADT entries (0 without an MADT) */
+	u32 fwcfg_cpus;   /* FW_CFG_NB_CPUS (1 without fw_cfg), before any clamp */
+	u32 over_limit;   /* described but beyond MAX_CPUS */
+	u32 xapic_unreachable; /* xAPIC mode: IDs of 255 and up, and those whose
+				* 8-bit ID they repeat, left offline */
+	u32 max_apic_id;  /* the highest APIC ID among nr_cpus */
+};
+extern struct cpu_census cpu_census;
+/* BSP, after apic_choose_mode() and apic_cpu_init(): fill percpus[].apic_id
+ * (the BSP's own ID first, then the MADT's order) and nr_cpus. In xAPIC mode
+ * the CPUs an 8-bit destination cannot address alone are left out (cpus.c). */
+void cpus_enumerate(void);
 
 /* ---- smp.c ---- */
 u32 smp_boot(void); /* INIT-SIPI-SIPI every AP; returns CPUs online */

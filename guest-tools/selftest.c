@@ -9,6 +9,7 @@
  * EXIT_EXCEPTION) or fault=hang (waits forever: the watchdog must end it).
  */
 #include "rt.h"
+#include "selftest.h"
 
 const char *guest_name = "selftest";
 
@@ -20,8 +21,8 @@ static bool hv_sysidle; /* running under this project's VMM */
 static bool plat_tcg;
 static bool has_tsc_deadline;
 
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
+/* See selftest.h. */
+void check(bool ok, const char *fmt, ...)
 {
 	char buf[200];
 	va_list ap;
@@ -36,9 +37,6 @@ static void check(bool ok, const char *fmt, ...)
 		__atomic_fetch_add(&n_failed, 1, __ATOMIC_SEQ_CST);
 	printf("%s - %s\n", ok ? "ok" : "FAIL", buf);
 }
-
-#define MS 1000000ull
-#define SEC 1000000000ull
 
 /* ---- handlers: each counts on the CPU that took it ---- */
 static void h_fixed(struct irq_frame *f) { (void)f; this_cpu()->cnt_fixed++; }
@@ -234,7 +232,9 @@ static void cpu_checks(void *arg)
 	irq_enable();
 	/* registers */
 	v = apic_id();
-	check(v == cpu, "cpu%u: lapic id %u (%s)", cpu, v, apic_x2 ? "x2apic" : "xapic");
+	check(v == p->apic_id, "cpu%u: lapic id %u (%s; the MADT's %u)", cpu, v,
+	      apic_x2 ? "x2apic" : "xapic", p->apic_id);
+	check_ldr(cpu);
 	v = apic_read(APIC_REG_VERSION);
 	check((v & 0xff) == APIC_VERSION, "cpu%u: lapic version 0x%x (max lvt %u)", cpu, v & 0xff,
 	      ((v >> 16) & 0xff) + 1);
@@ -399,7 +399,7 @@ static void check_ipis(u32 n)
 		      i ? "" : " (self, by destination)");
 	}
 	{
-		u32 before[MAX_CPUS];
+		static u32 before[MAX_CPUS];
 		bool ok = true;
 
 		for (u32 i = 0; i < n; i++)
@@ -410,7 +410,7 @@ static void check_ipis(u32 n)
 		check(ok, "ipi: all-including-self reached %u cpus", n);
 	}
 	{
-		u32 before[MAX_CPUS];
+		static u32 before[MAX_CPUS];
 		bool ok = true;
 
 		for (u32 i = 0; i < n; i++)
@@ -453,7 +453,8 @@ void guest_main(void)
 	u64 t0 = rdtsc();
 
 	plat_tcg = cmdline_is("platform", "tcg");
-	printf("# selftest: %s mode, %u cpus per fw_cfg\n", apic_x2 ? "x2apic" : "xapic", nr_cpus);
+	printf("# selftest: %s mode, %u cpus per fw_cfg, %u to bring up\n",
+	       apic_x2 ? "x2apic" : "xapic", cpu_census.fwcfg_cpus, nr_cpus);
 	check(true, "serial: polled output on port 0x%x", GUEST_PORT_COM1);
 	irq_set_handler(VEC_IPI_FIXED, h_fixed);
 	irq_set_handler(VEC_IPI_ALL, h_all);
@@ -466,6 +467,7 @@ void guest_main(void)
 
 	check_cpuid();
 	check_fwcfg();
+	check_cpu_census();
 	check_legacy_ports();
 	check_ioapic();
 	check_serial_irq();
@@ -478,6 +480,7 @@ void guest_main(void)
 		if (percpus[i].online && !run_on_cpu(i, cpu_checks, NULL, 30 * SEC))
 			check(false, "cpu%u: per-cpu checks did not finish", i);
 	check_ipis(up == nr_cpus ? nr_cpus : 1);
+	check_logical_ipis(up == nr_cpus ? nr_cpus : 1);
 	fault_injection();
 
 	printf("# selftest: %u checks, %u failed, %u cpus, %s, %llu ms\n", n_checks, n_failed,

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * SMP: INIT-SIPI-SIPI bring-up of every CPU fw_cfg counts (APIC ID = CPU
- * index), one at a time, each with its own stack, through the trampoline at
+ * SMP: INIT-SIPI-SIPI bring-up of every CPU cpus_enumerate() found (at the
+ * APIC ID the MADT gives it; x2APIC IDs above 255 in x2APIC mode), one at a
+ * time, each with its own stack, through the trampoline at
  * GUEST_AP_TRAMPOLINE; then a tiny remote-call service in each AP's HLT
  * idle loop.
  */
@@ -23,8 +24,7 @@ void ap_main(u32 index)
 {
 	percpu_setup(index);
 	idt_load();
-	apic_cpu_init();
-	this_cpu()->apic_id = apic_id();
+	apic_cpu_init(); /* its APIC ID is checked against percpus[].apic_id by selftest */
 	__atomic_fetch_add(&cpus_online, 1, __ATOMIC_SEQ_CST);
 	WRITE_ONCE(this_cpu()->online, 1);
 	idle_loop();
@@ -77,17 +77,17 @@ static bool boot_one(u32 i)
 {
 	volatile u8 *flag = (volatile u8 *)(uintptr_t)(GUEST_AP_TRAMPOLINE + ap_tramp_flag_off);
 	u32 sipi = APIC_ICR_DM_STARTUP | (GUEST_AP_TRAMPOLINE >> 12);
+	u32 id = percpus[i].apic_id;
 
-	percpus[i].apic_id = i;
 	*flag = 0;
 	WRITE_ONCE(ap_boot_cpu, i);
 	WRITE_ONCE(ap_stack_top, STACK_REGION + (u64)(i + 1) * STACK_SIZE);
-	apic_send_ipi(i, APIC_ICR_DM_INIT | APIC_ICR_LEVEL_ASSERT);
+	apic_send_ipi(id, APIC_ICR_DM_INIT | APIC_ICR_LEVEL_ASSERT);
 	udelay_tsc(1000000); /* 1 ms (10 ms on real hardware) */
-	apic_send_ipi(i, sipi);
+	apic_send_ipi(id, sipi);
 	udelay_tsc(200000);
 	if (!*flag)
-		apic_send_ipi(i, sipi);
+		apic_send_ipi(id, sipi);
 	return wait_u32(&percpus[i].online, 1, 3000000000ull);
 }
 
@@ -108,6 +108,7 @@ u32 smp_boot(void)
 	       (size_t)(ap_tramp_end - ap_tramp_start));
 	for (u32 i = 1; i < nr_cpus; i++)
 		if (!boot_one(i))
-			printf("# cpu%u: no response to INIT/SIPI\n", i);
+			printf("# cpu%u: no response to INIT/SIPI (APIC ID %u)\n", i,
+			       percpus[i].apic_id);
 	return cpus_online;
 }
