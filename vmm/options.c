@@ -283,7 +283,9 @@ static const struct opt_entry vmm_options[] = {
 	  .expect = "expected a number from {min} to {max}",
 	  .help = "number of vCPUs, {min}..{max} (and at most what this host's\n"
 		  "KVM allows); each is a host thread (default {default}); more\n"
-		  "than 8 per host CPU runs, with a warning" },
+		  "than 8 per host CPU runs, with a warning. vCPU i has APIC\n"
+		  "ID i, in the MADT's x2APIC entries from 255 on: more than\n"
+		  "255 need x2APIC (--cpu -x2apic is then refused)" },
 	{ .name = "append", .type = OPT_STRING, AT(machine.append),
 	  .def_str = "", .metavar = "CMDLINE",
 	  .help = "kernel command line (multiboot cmdline is\n"
@@ -478,6 +480,11 @@ static int check_options(struct vm_options *o)
 		return opt_error(&parser, NULL, "--lapic-tick-max-hold needs "
 				 "--sysidle and --lapic-tick-policy catchup "
 				 "or discard");
+	if (o->machine.ncpus > 255 && (o->machine.cpu_features_off & CPU_F_X2APIC))
+		return opt_error(&parser, NULL, "--cpus %u needs x2APIC (APIC "
+				 "IDs of 255 and up cannot be addressed in xAPIC "
+				 "mode): drop -x2apic from --cpu",
+				 o->machine.ncpus);
 	o->machine.kernel = opt_positional(&parser, 0);
 	if (!o->machine.kernel)
 		return opt_error(&parser, NULL, "missing KERNEL");
