@@ -32,6 +32,7 @@ class Run:
         self.t0 = time.monotonic()
         self.deadline = self.t0 + timeout
         self.out = b""
+        self.eof = False  # its stdout closed (read_until_all)
         self.hung = False
         self.cpu_s = 0.0  # user + sys of the process, all its threads
         self.wall_s = 0.0
@@ -158,7 +159,8 @@ def read_until_all(runs, regex, deadline, progress=None, every=10.0):
             run = fds[fd]
             chunk = os.read(fd, 65536)
             if not chunk:
-                del fds[fd]  # EOF: it exited
+                run.eof = True  # it exits
+                del fds[fd]
                 continue
             run.out += chunk
             m = regex.search(run.out, start[run])

@@ -79,6 +79,7 @@ import os
 import re
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -126,7 +127,13 @@ def kill_vms(runs):
 
 def why_missing(run, what, waited):
     """Why @run did not print @what: its exit status and the last line of
-    its stderr, or that it is still running after @waited s."""
+    its stderr, or that it is still running after @waited s. A run whose
+    stdout closed gets 5 s to exit, for its status."""
+    if run.eof:
+        try:
+            run.p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
     rc = run.p.poll()
     try:
         with open(run.errpath, errors="replace") as f:
