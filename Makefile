@@ -100,6 +100,7 @@ bench: build
 	python3 bench/vmm-rtt.py --build $(BUILD)
 	python3 bench/idle-cost.py --build $(BUILD)
 	python3 bench/vcpu-scale.py --build $(BUILD)
+	python3 bench/density.py --build $(BUILD)
 	python3 bench/latency.py --build $(BUILD)
 	python3 bench/consolidate.py --build $(BUILD)
 	python3 bench/bridge-cost.py --build $(BUILD)

@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """A benchmark's bounded process runs: one VMM (or QEMU) process with its
 stdout read against a deadline and its CPU time from its rusage (Run),
-every run still live killed by kill_live() whatever ends the benchmark,
-and the busy loops of a loaded host (start_load / stop_load)."""
+the lines awaited from many runs at once (read_until_all), every run still
+live killed by kill_live() whatever ends the benchmark, the busy loops of a
+loaded host (start_load / stop_load), and the command lines of idle.elf
+under this VMM's setups and under QEMU (idle_guest_setups)."""
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,15 +20,19 @@ LIVE = set()  # Runs whose process may still be running
 class Run:
     """One VMM process, its stdout read with a deadline."""
 
-    def __init__(self, cmd, timeout):
+    def __init__(self, cmd, timeout, stderr=subprocess.PIPE):
+        """Starts @cmd in a session of its own, @timeout s to run;
+        @stderr is where its stderr goes: a pipe read by finish(), or an
+        open file for runs that end with kill(), never finished."""
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE,
+                                  stderr=stderr,
                                   start_new_session=True)
         LIVE.add(self)
         self.t0 = time.monotonic()
         self.deadline = self.t0 + timeout
         self.out = b""
+        self.eof = False  # its stdout closed (read_until_all)
         self.hung = False
         self.cpu_s = 0.0  # user + sys of the process, all its threads
         self.wall_s = 0.0
@@ -62,6 +69,25 @@ class Run:
             os.kill(self.p.pid, sig)
         except ProcessLookupError:
             pass
+
+    def kill(self, timeout=30):
+        """SIGKILL the run's process group (its own session) and reap it;
+        RuntimeError when it is still there after @timeout s (a process
+        stuck in the kernel). Returns the exit status."""
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"PID {self.p.pid} still there {timeout} s "
+                               "after SIGKILL") from None
+        LIVE.discard(self)
+        for f in (self.p.stdin, self.p.stdout, self.p.stderr):
+            if f:
+                f.close()
+        return self.p.returncode
 
     def finish(self):
         """Wait for the exit within the deadline (else SIGKILL: hung);
@@ -108,6 +134,42 @@ class Run:
                 err.decode(errors="replace"))
 
 
+def read_until_all(runs, regex, deadline, progress=None, every=10.0):
+    """Reads the stdout of every run in @runs until @regex (compiled, on
+    bytes) matches what each printed after this call began, or its EOF, or
+    time.monotonic() reaches @deadline. Returns {run: (monotonic time the
+    match was read, match)} for the runs that printed it; the others are
+    missing. @progress(seconds waited, runs matched) is called every
+    @every s while waiting. The caller must not read these stdouts
+    meanwhile."""
+    start = {r: len(r.out) for r in runs}
+    fds = {r.p.stdout.fileno(): r for r in runs}
+    found = {}
+    t0 = last = time.monotonic()
+    while fds:
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        if progress and now - last >= every:
+            progress(now - t0, len(found))
+            last = now
+        ready, _, _ = select.select(list(fds), [], [],
+                                    min(deadline - now, every))
+        for fd in ready:
+            run = fds[fd]
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                run.eof = True  # it exits
+                del fds[fd]
+                continue
+            run.out += chunk
+            m = regex.search(run.out, start[run])
+            if m:
+                found[run] = (time.monotonic(), m)
+                del fds[fd]
+    return found
+
+
 def kill_live():
     """Each guest runs in its own session: nothing else would stop it."""
     for r in list(LIVE):
@@ -137,3 +199,38 @@ def stop_load():
             pass
         p.wait()
     LOAD.clear()
+
+
+def idle_guest_setups(build, image, mem_mib):
+    """The setups that run @image (idle.elf) as {name: cmd(ncpus, append)
+    -> argv}: this VMM plain (vmm), --sysidle (vmm-sysidle), --sysidle
+    with each --lapic-tick-policy (vmm-catchup, vmm-discard), and where
+    qemu-system-x86_64 is on PATH QEMU/KVM with the in-kernel and the
+    userspace LAPIC (qemu-irqchip-on, qemu-irqchip-off); @mem_mib MiB of
+    guest RAM each, the serial port on stdin/stdout, no control socket
+    (these runs end with SIGKILL, which would leave stale sockets)."""
+    vmm = os.path.join(build, "vmm")
+    mem = str(mem_mib)
+    out = {}
+    for name, extra in (("vmm", []), ("vmm-sysidle", ["--sysidle"]),
+                        ("vmm-catchup", ["--sysidle", "--lapic-tick-policy",
+                                         "catchup"]),
+                        ("vmm-discard", ["--sysidle", "--lapic-tick-policy",
+                                         "discard"])):
+        out[name] = lambda n, app, e=extra: [
+            vmm, "--control", "none", "--mem", mem + "M"] + e + [
+            "--cpus", str(n), "--append", app, image]
+    qemu = shutil.which("qemu-system-x86_64")
+    if qemu:
+        def q(n, app, chip, cpu):
+            return [qemu, "-enable-kvm", "-smp", str(n), "-m", mem,
+                    "-machine", f"pc,kernel-irqchip={chip}", "-cpu", cpu,
+                    "-kernel", image, "-append", app,
+                    "-device", "isa-debug-exit,iobase=0xf4,iosize=4",
+                    "-display", "none", "-serial", "stdio", "-nodefaults",
+                    "-no-reboot"]
+        out["qemu-irqchip-on"] = lambda n, app: q(
+            n, app, "on", "host,-arch-capabilities")
+        out["qemu-irqchip-off"] = lambda n, app: q(
+            n, app, "off", "host,kvm-asyncpf-int=off,-arch-capabilities")
+    return out

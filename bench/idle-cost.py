@@ -32,74 +32,28 @@ import argparse
 import json
 import os
 import select
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import time
 
-from benchstats import parse_setup  # noqa: E402
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def proc_ctxt(pid):
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches",
-                                        "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
-        except FileNotFoundError:
-            pass  # a thread that just ended
-    return total
-
-
+from benchrun import idle_guest_setups  # noqa: E402
+from benchstats import parse_setup, proc_cpu_s, proc_ctxt  # noqa: E402
 
 
 def setups(build, image, want, baseline=None, extra=()):
-    vmm = os.path.join(build, "vmm")
-    qemu = shutil.which("qemu-system-x86_64")
-    out = {}
-    # No control socket: these runs end with SIGKILL, which would leave
-    # stale sockets in /run/sysidle.
-    out["vmm"] = lambda n, app: [vmm, "--control", "none", "--cpus", str(n),
-                                 "--append", app, image]
-    out["vmm-sysidle"] = lambda n, app: [vmm, "--control", "none",
-                                         "--sysidle", "--cpus", str(n),
-                                         "--append", app, image]
-    for policy in ["catchup", "discard"]:
-        out["vmm-" + policy] = lambda n, app, p=policy: [
-            vmm, "--control", "none", "--sysidle", "--lapic-tick-policy", p,
-            "--cpus", str(n), "--append", app, image]
+    """{name: cmd(ncpus, append)} of the setups named in @want (QEMU's only
+    where it is installed), baseline-sysidle with --baseline, and the
+    --setup ones; exits when a --setup name is taken."""
+    out = {k: v for k, v in idle_guest_setups(build, image, 256).items()
+           if k in want}
     if baseline:
         old = os.path.join(baseline, "vmm")
         out["baseline-sysidle"] = lambda n, app: [
             old, "--control", "none", "--sysidle", "--cpus", str(n),
             "--append", app, image]
-        want = list(want) + ["baseline-sysidle"]
-    if qemu:
-        def q(n, app, chip, cpu):
-            return [qemu, "-enable-kvm", "-smp", str(n), "-m", "256",
-                    "-machine", f"pc,kernel-irqchip={chip}", "-cpu", cpu,
-                    "-kernel", image, "-append", app,
-                    "-device", "isa-debug-exit,iobase=0xf4,iosize=4",
-                    "-display", "none", "-serial", "stdio", "-nodefaults",
-                    "-no-reboot"]
-        out["qemu-irqchip-on"] = lambda n, app: q(
-            n, app, "on", "host,-arch-capabilities")
-        out["qemu-irqchip-off"] = lambda n, app: q(
-            n, app, "off", "host,kvm-asyncpf-int=off,-arch-capabilities")
-    out = {k: v for k, v in out.items() if k in want}
+    vmm = os.path.join(build, "vmm")
     for name, args in extra:
         if name in out:
             sys.exit(f"idle-cost: --setup {name}: the name is taken")
