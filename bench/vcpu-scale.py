@@ -15,9 +15,10 @@ IDs above 255; CPU 0 keeps the pv tick at --hz) and measures:
              of SHORT->LONG and LONG->FULL, as Linux's), and its scans
   wakeups/s  host context switches per second, all threads of the VMM
              process (voluntary + nonvoluntary, /proc/PID/task/*/status),
-             over a --window second window in FULL_NOTED
+             over a --window second window in FULL_NOTED, --settle s
+             after it was reached
   cpu_%      host CPU time of the process over that window
-  rss_mib    VmRSS of the process, and pss_mib its Pss (smaps_rollup),
+  rss_mib    Rss of the process, and pss_mib its Pss (smaps_rollup),
              guest RAM the guest touched included
   threads    the process's threads (one per vCPU, housekeeping, export...)
 
@@ -36,42 +37,10 @@ import sys
 import tempfile
 import time
 
-from benchrun import Run, kill_live  # noqa: E402
 from statistics import median
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_cpu_s(pid):
-    """utime + stime of the whole process, seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def proc_ctxt(pid):
-    """Context switches of all threads of the process so far."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches",
-                                        "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
-        except FileNotFoundError:
-            pass  # a thread that just ended
-    return total
-
-
-def proc_kib(path, key):
-    """The value in KiB of the line starting with key in a /proc file."""
-    with open(path) as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1])
-    return 0
-
+from benchrun import Run, kill_live  # noqa: E402
+from benchstats import proc_cpu_s, proc_ctxt, proc_mem_kib, proc_threads  # noqa: E402
 
 def status(path, timeout=5.0):
     """The "vm" object of a status request to the control socket at path,
@@ -123,17 +92,18 @@ def measure(args, n, tmp):
             return {"n": n, "error": "no FULL_NOTED", "up": up}
         full_ms = st["since_unix_ms"] - line_ms
         pid = run.p.pid
+        time.sleep(args.settle)  # the threads the status request woke settle
         c0, t0, w0 = proc_ctxt(pid), proc_cpu_s(pid), time.monotonic()
         time.sleep(args.window)  # the measurement window itself
         c1, t1, w1 = proc_ctxt(pid), proc_cpu_s(pid), time.monotonic()
         st1 = status(sock)
+        rss, pss = proc_mem_kib(pid)
         return {
             "n": n, "up": up, "boot_s": boot_s, "full_ms": full_ms,
             "wakeups_s": (c1 - c0) / (w1 - w0),
             "cpu_pct": 100.0 * (t1 - t0) / (w1 - w0),
-            "rss_mib": proc_kib(f"/proc/{pid}/status", "VmRSS:") / 1024,
-            "pss_mib": proc_kib(f"/proc/{pid}/smaps_rollup", "Pss:") / 1024,
-            "threads": len(os.listdir(f"/proc/{pid}/task")),
+            "rss_mib": rss / 1024, "pss_mib": pss / 1024,
+            "threads": proc_threads(pid),
             "stayed": bool(st1) and st1.get("state") == "FULL_NOTED" and
                       st1.get("since_unix_ms") == st["since_unix_ms"],
         }
@@ -156,6 +126,8 @@ def main():
                     help="the guest's tick on CPU 0 (default 250)")
     ap.add_argument("--window", type=float, default=10.0,
                     help="seconds measured in full idle (default 10)")
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds from FULL_NOTED to the window (default 1)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="boots per count, medians reported (default 1)")
     ap.add_argument("--timeout", type=float, default=300.0,
@@ -169,8 +141,10 @@ def main():
                  "commas")
     if not counts or any(c < 1 or c > 1024 for c in counts):
         ap.error("--vcpus: each count must be 1..1024")
-    if args.repeat < 1 or args.window <= 0 or args.timeout <= 0:
-        ap.error("--repeat, --window and --timeout must be positive")
+    if args.repeat < 1 or args.window <= 0 or args.timeout <= 0 or \
+            args.settle < 0:
+        ap.error("--repeat, --window and --timeout must be positive, "
+                 "--settle not negative")
     args.image = os.path.join(args.build, "guest-tools", "idle.elf")
     for f in (os.path.join(args.build, "vmm"), args.image):
         if not os.path.exists(f):
