@@ -5,10 +5,12 @@ the lines awaited from many runs at once (read_until_all), every run still
 live killed by kill_live() whatever ends the benchmark, the busy loops of a
 loaded host (start_load / stop_load), and the command lines of idle.elf
 under this VMM's setups and under QEMU (idle_guest_setups)."""
+import json
 import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -234,3 +236,26 @@ def idle_guest_setups(build, image, mem_mib):
         out["qemu-irqchip-off"] = lambda n, app: q(
             n, app, "off", "host,kvm-asyncpf-int=off,-arch-capabilities")
     return out
+
+
+def vm_status(path, timeout=2.0):
+    """The "vm" object of a status request to the VMM's control socket at
+    @path, on a connection of its own; None when there is no socket, no
+    whole reply line within @timeout seconds, or an error reply."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect(path)
+        s.sendall(b'{"cmd":"status"}\n')
+        buf = b""
+        while b"\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                return None
+            buf += d
+        r = json.loads(buf.split(b"\n", 1)[0])
+        return r["vm"] if isinstance(r, dict) and r.get("ok") else None
+    except (OSError, ValueError, KeyError):
+        return None
+    finally:
+        s.close()

@@ -5,17 +5,16 @@ their guests, the VMs started with their control sockets, the daemon
 for every VM ready (and packed), the measured window (consolidate_counters)
 and its row of figures, the guests' job start delay reports, the stop of
 every process by PID."""
-import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
 
+from benchrun import vm_status as status  # noqa: E402
 from consolidate_counters import (Counters, Sampler, allowed,
                                   idle_entries, loc_per_cpu,
                                   proc_stat_ctxt, tasks)
@@ -48,27 +47,6 @@ DEFAULT_SETUPS = [n for n, (w, d) in SETUPS.items() if d != "old"]
 STOP_TIMEOUT_S = 5.0
 
 # ---- VMs and the daemon --------------------------------------------------
-
-
-def status(path, timeout=2.0):
-    """The VM's status object from its control socket, or None."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.settimeout(timeout)
-        s.connect(path)
-        s.sendall(b'{"cmd":"status"}\n')
-        buf = b""
-        while b"\n" not in buf:
-            d = s.recv(65536)
-            if not d:
-                return None
-            buf += d
-        r = json.loads(buf.split(b"\n", 1)[0])
-        return r["vm"] if isinstance(r, dict) and r.get("ok") else None
-    except (OSError, ValueError, KeyError):
-        return None
-    finally:
-        s.close()
 
 
 def stop_process(p, timeout=STOP_TIMEOUT_S):

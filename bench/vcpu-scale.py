@@ -30,37 +30,15 @@ after, W wake-ups/s idle, R MiB RSS" for the largest count.
 Not a test: numbers for the closing note of a change.
 """
 import argparse
-import json
 import os
-import socket
 import sys
 import tempfile
 import time
 
 from statistics import median
 
-from benchrun import Run, kill_live  # noqa: E402
+from benchrun import Run, kill_live, vm_status as status  # noqa: E402
 from benchstats import proc_cpu_s, proc_ctxt, proc_mem_kib, proc_threads  # noqa: E402
-
-def status(path, timeout=5.0):
-    """The "vm" object of a status request to the control socket at path,
-    or None (no socket, no reply within timeout, an error reply)."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(path)
-            s.sendall(b'{"cmd":"status"}\n')
-            buf = b""
-            while b"\n" not in buf:
-                chunk = s.recv(65536)
-                if not chunk:
-                    return None
-                buf += chunk
-        r = json.loads(buf.split(b"\n", 1)[0])
-    except (OSError, ValueError):
-        return None
-    return r.get("vm") if isinstance(r, dict) and r.get("ok") else None
-
 
 def wait_full_noted(run, sock):
     """The status once the VM is in FULL_NOTED, polled until run's
