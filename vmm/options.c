@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/sched.h"
 #include "base/uuid.h"
 #include "machine/cpuid.h"
 #include "machine/devices/device_table.h"
@@ -79,19 +80,6 @@ static const char usage_tail[] =
 "  116-119    reserved for the VMM\n"
 "  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129),\n"
 "             also while loading\n";
-
-/* 0 when @s is a VM name: 1..80 bytes, no '/', no control characters. */
-static int check_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 80)
-		return -1;
-	for (; *s; s++)
-		if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
-			return -1;
-	return 0;
-}
 
 /* --cpu FLAGS: the features turned off. */
 static int parse_cpu(void *opts, const char *arg, char *bad, size_t badlen)
@@ -192,7 +180,7 @@ static int parse_name(void *opts, const char *arg, char *bad, size_t badlen)
 	struct vm_options *o = opts;
 
 	(void)bad, (void)badlen;
-	if (check_name(arg))
+	if (vm_name_check(arg))
 		return -1;
 	o->export.name = arg;
 	return 0;
@@ -235,26 +223,14 @@ static int parse_hook_timeout(void *opts, const char *arg, char *bad,
 	return hooks_parse_timeout(arg, &o->export.hook_timeout_ns);
 }
 
-/* --sched-slice-us US|off: 100 to 100000 us, off: 0. */
+/* --sched-slice-us US|off. */
 static int parse_sched_slice(void *opts, const char *arg, char *bad,
 			     size_t badlen)
 {
 	struct vm_options *o = opts;
-	unsigned long n;
-	char *end;
 
 	(void)bad, (void)badlen;
-	if (!strcmp(arg, "off")) {
-		o->sched_slice_ns = 0;
-		return 0;
-	}
-	errno = 0;
-	n = strtoul(arg, &end, 10);
-	if (errno || *end || end == arg || *arg == '-' || n < 100 ||
-	    n > 100000)
-		return -1;
-	o->sched_slice_ns = (uint64_t)n * 1000u;
-	return 0;
+	return sched_slice_parse(arg, &o->sched_slice_ns);
 }
 
 #define AT(f) OPT_FIELD(struct vm_options, f)
@@ -519,7 +495,7 @@ static int default_names(struct vm_options *o)
 			len = len ? 60 : strlen(base);
 		snprintf(name, sizeof(name), "%.*s-%d", (int)len, base,
 			 (int)getpid());
-		if (check_name(name))
+		if (vm_name_check(name))
 			snprintf(name, sizeof(name), "vm-%d", (int)getpid());
 		o->export.name = name;
 	}

@@ -100,6 +100,9 @@ int status_init(const char *name, const char *uuid);
 struct vm_status *vm_status_new(const struct vm *vm); /* NULL: out of memory */
 void vm_status_read(struct vm *vm, struct vm_status *st); /* any thread */
 void vm_status_free(struct vm_status *st);
+/* 0 when @s may be a VM's name (--name): 1..80 bytes, no '/', no
+ * control characters; else -1. */
+int vm_name_check(const char *s);
 /* The VM's name and uuid (set once by status_init). */
 const char *vm_name(void);
 const char *vm_uuid(void);
