@@ -239,6 +239,8 @@ static const char *const tick_policies[] = { "honour", "catchup", "discard",
 					     NULL };
 static const char *const vcpu_timers[] = { "self", "housekeeping", NULL };
 static const char *const injections[] = { "kvm-run", "ioctl", NULL };
+static const char *const idle_memory_modes[] = { "off", "cold", "pageout",
+						 NULL };
 
 /* The VMM's options, in --help's order. */
 static const struct opt_entry vmm_options[] = {
@@ -334,6 +336,26 @@ static const struct opt_entry vmm_options[] = {
 	  .expect = "expected seconds from 0.01 to 3600",
 	  .help = "hold the tick back at most this long\n"
 		  "(default 2; 0.01 to 3600; needs catchup or discard)" },
+	{ .name = "idle-memory", .type = OPT_ENUM, AT(idle.idle_memory),
+	  .names = idle_memory_modes, .expect = "expected cold, pageout or off",
+	  .help = "with --sysidle: once the VM has been fully idle for\n"
+		  "--idle-memory-delay, advise its guest RAM's resident\n"
+		  "pages to the host kernel, once per full-idle period:\n"
+		  "cold (MADV_COLD: reclaimed first under memory\n"
+		  "pressure) or pageout (MADV_PAGEOUT: written to swap\n"
+		  "now, freed at the first pressure); the guest's memory\n"
+		  "is kept (faulted back in when touched). Anonymous\n"
+		  "memory goes only to swap: on a host without swap\n"
+		  "nothing is given back (warned at start).\n"
+		  "Default off" },
+	{ .name = "idle-memory-delay", .type = OPT_UINT,
+	  AT(idle.idle_memory_delay_ns), .min = 1,
+	  .max = IDLE_MEMORY_DELAY_MAX_S, .scale = 1000000000,
+	  .def = IDLE_MEMORY_DELAY_DEFAULT_S, .metavar = "SECONDS",
+	  .expect = "expected seconds from {min} to {max}",
+	  .help = "the time fully idle before the\n"
+		  "guest RAM is advised (default {default}; {min} to\n"
+		  "{max}; needs --idle-memory cold or pageout)" },
 	{ .name = "housekeeping-cpu", .type = OPT_UINT,
 	  .flags = OPT_NO_DEFAULT, AT(idle.housekeeping_cpu), .max = 1023,
 	  .metavar = "N", .expect = "expected a host CPU number",
@@ -454,6 +476,12 @@ static int check_options(struct vm_options *o)
 		return opt_error(&parser, NULL, "--lapic-tick-max-hold needs "
 				 "--sysidle and --lapic-tick-policy catchup "
 				 "or discard");
+	if (o->idle.idle_memory != IDLE_MEMORY_OFF && !o->idle.sysidle)
+		return opt_error(&parser, NULL, "--idle-memory needs --sysidle");
+	if (opt_given(&parser, "idle-memory-delay") &&
+	    o->idle.idle_memory == IDLE_MEMORY_OFF)
+		return opt_error(&parser, NULL, "--idle-memory-delay needs "
+				 "--idle-memory cold or pageout");
 	o->machine.kernel = opt_positional(&parser, 0);
 	if (!o->machine.kernel)
 		return opt_error(&parser, NULL, "missing KERNEL");

@@ -161,6 +161,7 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 	st->scans = is.scans;
 	st->tick_restarts = is.tick_restarts;
 	memcpy(st->full_exits_by, is.full_exits_by, sizeof(st->full_exits_by));
+	idle_memory_read_status(&st->idle_memory);
 	pause_read_status(&pz);
 	st->paused = pz.paused;
 	st->pauses = pz.pauses;
