@@ -21,6 +21,15 @@
  * where E = floor(TSC time since tick start * hz), the TSC time being that
  * of the last tick taken (LAPIC ticks: one due since may be on its way) or
  * now (pv tick: MISSED counts to now).
+ *
+ * fill=MiB (seed=S, default 1): before the tick starts, MiB of RAM from
+ * 64 MiB on are filled with a pattern of each page's address and S
+ * (memfill.c), and its checksum printed; after each serial report the
+ * region is checked again (interrupts on):
+ *   idle: memory filled: M MiB at 64 MiB, seed S, checksum 0x...
+ *   idle: memory checksum ok | idle: memory checksum FAIL: ...
+ * Exit 1 at once when the region does not fit in RAM. Without fill= none
+ * of it runs.
  */
 #include "rt.h"
 
@@ -34,6 +43,7 @@ const char *guest_name = "idle";
 static volatile u32 serial_wakes, serial_bytes, timer_fires;
 static u64 deadline; /* sleep=: TSC, 0: none */
 static u64 settle_ms;
+static struct memfill fill; /* fill=: the region, bytes 0: none */
 
 static void h_serial(struct irq_frame *f)
 {
@@ -154,12 +164,53 @@ static bool report(const char *why)
 	return ok;
 }
 
+/* fill=: the region filled, interrupts off and before the tick starts
+ * (no tick is lost to the time it takes); exit 1 when it does not fit. */
+static void fill_memory(u64 mib, u64 seed)
+{
+	u64 t0 = rdtsc();
+
+	if (!memfill_fill(&fill, mib, seed)) {
+		say("idle: fill=%llu MiB does not fit: the region starts at %lu MiB, "
+		    "RAM ends at %llu MiB\n", (unsigned long long)mib, MEMFILL_BASE >> 20,
+		    (unsigned long long)(memfill_ram_end() >> 20));
+		guest_exit(EXIT_FAIL);
+	}
+	say("idle: memory filled: %llu MiB at %lu MiB, seed %llu, checksum 0x%016llx\n",
+	    (unsigned long long)mib, MEMFILL_BASE >> 20, (unsigned long long)seed,
+	    (unsigned long long)fill.checksum);
+	say("# idle: fill took %llu ms\n",
+	    (unsigned long long)(tsc_to_ns(rdtsc() - t0) / 1000000u));
+}
+
+/* After a serial report: the region read back and checked, interrupts on
+ * meanwhile (the ticks are taken); called and returns with them off. */
+static void check_memory(void)
+{
+	u64 t0 = rdtsc(), bad, first, sum;
+
+	irq_enable();
+	sum = memfill_check(&fill, &bad, &first);
+	irq_disable();
+	if (sum == fill.checksum && !bad)
+		say("idle: memory checksum ok\n");
+	else
+		say("idle: memory checksum FAIL: 0x%016llx, expected 0x%016llx, %llu pages "
+		    "differ, the first word at 0x%llx\n", (unsigned long long)sum,
+		    (unsigned long long)fill.checksum, (unsigned long long)bad,
+		    (unsigned long long)first);
+	say("# idle: memory checksum 0x%016llx of %llu MiB in %llu ms\n", (unsigned long long)sum,
+	    (unsigned long long)(fill.bytes >> 20),
+	    (unsigned long long)(tsc_to_ns(rdtsc() - t0) / 1000000u));
+}
+
 void guest_main(void)
 {
 	u32 hz = (u32)cmdline_u64("hz", 250);
 
 	settle_ms = cmdline_u64("settle", 300);
 	u64 sleep_s = cmdline_u64("sleep", 0);
+	u64 fill_mib = cmdline_u64("fill", 0);
 	u32 up, seen_serial = 0, armed_fires = 0;
 
 	watchdog_start(0); /* idles forever: no deadline */
@@ -167,6 +218,8 @@ void guest_main(void)
 	irq_set_handler(VEC_SERIAL, h_serial);
 	irq_set_handler(VEC_TIMER, h_timer);
 	irq_disable(); /* from here on CPU 0 prints with say() */
+	if (fill_mib)
+		fill_memory(fill_mib, cmdline_u64("seed", 1));
 	tick_start(hz);
 	say("# idle: tick=%s\n", tick_kind_name());
 
@@ -195,6 +248,8 @@ void guest_main(void)
 		if (serial_wakes != seen_serial) {
 			seen_serial = serial_wakes;
 			report("serial");
+			if (fill.bytes)
+				check_memory();
 		}
 		if (deadline && rdtsc() >= deadline) {
 			bool ok = report("timer");

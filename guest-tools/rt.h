@@ -268,6 +268,21 @@ bool tick_wake_relayed(void);
 void wake_at_tsc(u8 vector, u64 deadline);
 void wake_cancel(void); /* stop the one-shot (leaves a LAPIC tick alone) */
 
+/* ---- memfill.c: a RAM region filled with a known pattern, checked later ---- */
+#define MEMFILL_BASE 0x04000000ul /* 64 MiB: above the image and the AP stacks */
+struct memfill {
+	u64 base, bytes, seed;
+	u64 checksum; /* the fill's: what a check of unchanged memory gives */
+};
+/* Where the RAM the region may use ends (below the first hole, 3 GiB). */
+u64 memfill_ram_end(void);
+/* Fills @mib MiB from MEMFILL_BASE with the pattern of @seed; false (and
+ * nothing written) when that does not fit. */
+bool memfill_fill(struct memfill *m, u64 mib, u64 seed);
+/* The checksum of the region as it is now; the pages with a word that
+ * differs from the fill, and the address of the first such word. */
+u64 memfill_check(const struct memfill *m, u64 *bad_pages, u64 *first_bad);
+
 /* ---- main.c (runtime) calls the image's entry ---- */
 void guest_main(void);
 extern const char *guest_name;

@@ -83,6 +83,8 @@ int main(int argc, char **argv)
 				strerror(errno)), vm_status();
 
 	time_init(); /* the VM's uptime counts from here */
+	/* an --idle-memory pass shows in the metrics file, in full idle too */
+	idle_memory_set_notify(export_counters_changed);
 	sched_slice_configure(opts.sched_slice_ns); /* before any thread */
 	if ((opts.stats_json && stats_check(opts.stats_json)) ||
 	    kvm_vm_create(&vm, &opts.machine) ||
@@ -90,9 +92,9 @@ int main(int argc, char **argv)
 	    devices_init(&vm, opts.devices_on) || msr_vm_setup(&vm) || vcpus_create(&vm) ||
 	    idle_init(&vm, &opts.idle) || pause_init(&vm) ||
 	    /* per vCPU: the LAPIC timer and the pv tick; the idle layer's
-	     * tick and its kick backstop; the RTC (hk_timer_arm drops a
-	     * timer when full) */
-	    housekeeping_start(2 * vm.ncpus + 3) || serial_output_start() ||
+	     * tick, its kick and hold backstops and --idle-memory's timer;
+	     * the RTC (hk_timer_arm drops a timer when full) */
+	    housekeeping_start(2 * vm.ncpus + 5) || serial_output_start() ||
 	    serial_input_start() ||
 	    export_start(&vm, &opts.export) || vcpus_start(&vm)) {
 		vm_stop(VMM_EXIT_KVM); /* no-op when a message set the status */
@@ -102,6 +104,7 @@ int main(int argc, char **argv)
 
 	vcpus_stop(&vm);
 	vcpus_join(&vm);
+	idle_memory_stop(); /* before the threads it wakes stop */
 	housekeeping_stop();
 	serial_input_stop();
 	serial_output_stop(); /* bounded: stdout may be blocked for good */

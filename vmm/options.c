@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/sched.h"
 #include "base/uuid.h"
 #include "machine/cpuid.h"
 #include "machine/devices/device_table.h"
@@ -79,19 +80,6 @@ static const char usage_tail[] =
 "  116-119    reserved for the VMM\n"
 "  128+SIG    stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129),\n"
 "             also while loading\n";
-
-/* 0 when @s is a VM name: 1..80 bytes, no '/', no control characters. */
-static int check_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 80)
-		return -1;
-	for (; *s; s++)
-		if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
-			return -1;
-	return 0;
-}
 
 /* --cpu FLAGS: the features turned off. */
 static int parse_cpu(void *opts, const char *arg, char *bad, size_t badlen)
@@ -192,7 +180,7 @@ static int parse_name(void *opts, const char *arg, char *bad, size_t badlen)
 	struct vm_options *o = opts;
 
 	(void)bad, (void)badlen;
-	if (check_name(arg))
+	if (vm_name_check(arg))
 		return -1;
 	o->export.name = arg;
 	return 0;
@@ -235,26 +223,14 @@ static int parse_hook_timeout(void *opts, const char *arg, char *bad,
 	return hooks_parse_timeout(arg, &o->export.hook_timeout_ns);
 }
 
-/* --sched-slice-us US|off: 100 to 100000 us, off: 0. */
+/* --sched-slice-us US|off. */
 static int parse_sched_slice(void *opts, const char *arg, char *bad,
 			     size_t badlen)
 {
 	struct vm_options *o = opts;
-	unsigned long n;
-	char *end;
 
 	(void)bad, (void)badlen;
-	if (!strcmp(arg, "off")) {
-		o->sched_slice_ns = 0;
-		return 0;
-	}
-	errno = 0;
-	n = strtoul(arg, &end, 10);
-	if (errno || *end || end == arg || *arg == '-' || n < 100 ||
-	    n > 100000)
-		return -1;
-	o->sched_slice_ns = (uint64_t)n * 1000u;
-	return 0;
+	return sched_slice_parse(arg, &o->sched_slice_ns);
 }
 
 #define AT(f) OPT_FIELD(struct vm_options, f)
@@ -263,6 +239,8 @@ static const char *const tick_policies[] = { "honour", "catchup", "discard",
 					     NULL };
 static const char *const vcpu_timers[] = { "self", "housekeeping", NULL };
 static const char *const injections[] = { "kvm-run", "ioctl", NULL };
+static const char *const idle_memory_modes[] = { "off", "cold", "pageout",
+						 NULL };
 
 /* The VMM's options, in --help's order. */
 static const struct opt_entry vmm_options[] = {
@@ -360,6 +338,26 @@ static const struct opt_entry vmm_options[] = {
 	  .expect = "expected seconds from 0.01 to 3600",
 	  .help = "hold the tick back at most this long\n"
 		  "(default 2; 0.01 to 3600; needs catchup or discard)" },
+	{ .name = "idle-memory", .type = OPT_ENUM, AT(idle.idle_memory),
+	  .names = idle_memory_modes, .expect = "expected cold, pageout or off",
+	  .help = "with --sysidle: once the VM has been fully idle for\n"
+		  "--idle-memory-delay, advise its guest RAM's resident\n"
+		  "pages to the host kernel, once per full-idle period:\n"
+		  "cold (MADV_COLD: reclaimed first under memory\n"
+		  "pressure) or pageout (MADV_PAGEOUT: written to swap\n"
+		  "now, freed at the first pressure); the guest's memory\n"
+		  "is kept (faulted back in when touched). Anonymous\n"
+		  "memory goes only to swap: on a host without swap\n"
+		  "nothing is given back (warned at start).\n"
+		  "Default off" },
+	{ .name = "idle-memory-delay", .type = OPT_UINT,
+	  AT(idle.idle_memory_delay_ns), .min = 1,
+	  .max = IDLE_MEMORY_DELAY_MAX_S, .scale = 1000000000,
+	  .def = IDLE_MEMORY_DELAY_DEFAULT_S, .metavar = "SECONDS",
+	  .expect = "expected seconds from {min} to {max}",
+	  .help = "the time fully idle before the\n"
+		  "guest RAM is advised (default {default}; {min} to\n"
+		  "{max}; needs --idle-memory cold or pageout)" },
 	{ .name = "housekeeping-cpu", .type = OPT_UINT,
 	  .flags = OPT_NO_DEFAULT, AT(idle.housekeeping_cpu), .max = 1023,
 	  .metavar = "N", .expect = "expected a host CPU number",
@@ -485,6 +483,12 @@ static int check_options(struct vm_options *o)
 				 "IDs of 255 and up cannot be addressed in xAPIC "
 				 "mode): drop -x2apic from --cpu",
 				 o->machine.ncpus);
+	if (o->idle.idle_memory != IDLE_MEMORY_OFF && !o->idle.sysidle)
+		return opt_error(&parser, NULL, "--idle-memory needs --sysidle");
+	if (opt_given(&parser, "idle-memory-delay") &&
+	    o->idle.idle_memory == IDLE_MEMORY_OFF)
+		return opt_error(&parser, NULL, "--idle-memory-delay needs "
+				 "--idle-memory cold or pageout");
 	o->machine.kernel = opt_positional(&parser, 0);
 	if (!o->machine.kernel)
 		return opt_error(&parser, NULL, "missing KERNEL");
@@ -526,7 +530,7 @@ static int default_names(struct vm_options *o)
 			len = len ? 60 : strlen(base);
 		snprintf(name, sizeof(name), "%.*s-%d", (int)len, base,
 			 (int)getpid());
-		if (check_name(name))
+		if (vm_name_check(name))
 			snprintf(name, sizeof(name), "vm-%d", (int)getpid());
 		o->export.name = name;
 	}

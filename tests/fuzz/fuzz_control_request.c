@@ -170,6 +170,11 @@ void idle_kick_timekeeper(void)
 {
 }
 
+const char *idle_memory_mode_name(int mode)
+{
+	return mode ? "pageout" : "off";
+}
+
 void client_drop(struct client *c)
 {
 	c->dead = true;

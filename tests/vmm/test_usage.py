@@ -80,6 +80,8 @@ def test_sysidle_options():
                                               "--housekeeping-cpu",
                                               "--lapic-tick-policy",
                                               "--lapic-tick-max-hold",
+                                              "--idle-memory",
+                                              "--idle-memory-delay",
                                               "SIGUSR2"]),
           "--help documents --sysidle and its options", out)
     for args, msg in [(["--sysidle-log", "-", h], "needs --sysidle"),
@@ -105,7 +107,28 @@ def test_sysidle_options():
                        "--lapic-tick-policy catchup or discard"),
                       (["--lapic-tick-policy", "catchup",
                         "--lapic-tick-max-hold", "1", h],
-                       "--lapic-tick-max-hold needs --sysidle")]:
+                       "--lapic-tick-max-hold needs --sysidle"),
+                      (["--sysidle", "--idle-memory", "dontneed", h],
+                       "--idle-memory 'dontneed': expected cold, pageout "
+                       "or off"),
+                      (["--idle-memory", "pageout", h],
+                       "--idle-memory needs --sysidle"),
+                      (["--sysidle", "--idle-memory-delay", "5", h],
+                       "--idle-memory-delay needs --idle-memory cold or "
+                       "pageout"),
+                      (["--sysidle", "--idle-memory", "off",
+                        "--idle-memory-delay", "5", h],
+                       "--idle-memory-delay needs --idle-memory"),
+                      (["--sysidle", "--idle-memory", "cold",
+                        "--idle-memory-delay", "0", h],
+                       "--idle-memory-delay '0': expected seconds from 1 "
+                       "to 86400"),
+                      (["--sysidle", "--idle-memory", "cold",
+                        "--idle-memory-delay", "86401", h],
+                       "--idle-memory-delay '86401'"),
+                      (["--sysidle", "--idle-memory", "cold",
+                        "--idle-memory-delay", "1.5", h],
+                       "--idle-memory-delay '1.5'")]:
         rc, out, err = run(args)
         check(rc == USAGE and msg in err,
               "%s: exit 110, %r" % (" ".join(args[:-1]), msg),

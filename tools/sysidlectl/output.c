@@ -107,6 +107,55 @@ static void print_duty(json_object *duty)
 	printf("  %-22s %s\n", "left_full_idle", clk);
 }
 
+/* status: @key of @m, a number of bytes, in MiB with one decimal into
+ * @buf ("?" when absent). */
+static const char *mib_of(json_object *m, const char *key, char *buf,
+			  size_t size)
+{
+	json_object *v = ctl_number(m, key);
+
+	if (!v)
+		return "?";
+	snprintf(buf, size, "%.1f MiB", (double)json_object_get_int64(v) /
+		 (1 << 20));
+	return buf;
+}
+
+/* status: @key of @m, a count, as text ("?" when absent). */
+static const char *count_of(json_object *m, const char *key)
+{
+	json_object *v = ctl_number(m, key);
+
+	return v ? json_object_get_string(v) : "?";
+}
+
+/* status: --idle-memory's passes (absent, or mode off: nothing printed). */
+static void print_idle_memory(json_object *m)
+{
+	const char *mode = ctl_str_or(m, "mode", "off");
+	json_object *v = ctl_number(m, "delay_s");
+	char a[32], b[32], c[32], clk[32];
+
+	if (!m || !strcmp(mode, "off"))
+		return;
+	printf("\nidle memory (%s, after %.0f s fully idle)\n", mode,
+	       v ? json_object_get_double(v) : 0);
+	v = ctl_member(m, "swap_available", json_type_boolean);
+	printf("  %-22s %s\n", "swap", v && json_object_get_boolean(v) ?
+	       "available" : "none: nothing can be given back");
+	printf("  %-22s %s done, %s cancelled, %s failed\n", "passes",
+	       count_of(m, "advised"), count_of(m, "cancelled"),
+	       count_of(m, "failed"));
+	v = ctl_number(m, "last_advised_unix_ms");
+	if (!v || json_object_get_int64(v) <= 0)
+		return;
+	fmt_clock(json_object_get_int64(v), clk, sizeof(clk));
+	printf("  %-22s %s advised at %s, RssAnon %s -> %s\n", "last pass",
+	       mib_of(m, "last_advised_bytes", a, sizeof(a)), clk,
+	       mib_of(m, "last_rss_anon_before_bytes", b, sizeof(b)),
+	       mib_of(m, "last_rss_anon_after_bytes", c, sizeof(c)));
+}
+
 void print_status(json_object *vm)
 {
 	json_object *v, *a = ctl_member(vm, "vcpus", json_type_array);
@@ -161,6 +210,7 @@ void print_status(json_object *vm)
 	}
 	print_counters(ctl_member(vm, "counters", json_type_object));
 	print_duty(ctl_member(vm, "duty", json_type_object));
+	print_idle_memory(ctl_member(vm, "idle_memory", json_type_object));
 }
 
 void print_event(json_object *e)

@@ -4,7 +4,9 @@
  * (sched.h). glibc has no wrapper for sched_{set,get}attr: the structure
  * is the kernel's (include/uapi/linux/sched/types.h), its size given.
  */
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -25,6 +27,25 @@ struct vmm_sched_attr {
 #define VMM_SCHED_BATCH 3
 
 static uint64_t slice_ns; /* written before the threads start */
+
+/* Any thread (the options' parse): see sched.h. */
+int sched_slice_parse(const char *arg, uint64_t *ns)
+{
+	unsigned long n;
+	char *end;
+
+	if (!strcmp(arg, "off")) {
+		*ns = 0;
+		return 0;
+	}
+	errno = 0;
+	n = strtoul(arg, &end, 10);
+	if (errno || *end || end == arg || *arg == '-' ||
+	    n < SCHED_SLICE_MIN_NS / 1000 || n > SCHED_SLICE_MAX_NS / 1000)
+		return -1;
+	*ns = (uint64_t)n * 1000u;
+	return 0;
+}
 
 void sched_slice_configure(uint64_t ns)
 {

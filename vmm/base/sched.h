@@ -15,6 +15,9 @@
 #define SCHED_SLICE_MIN_NS 100000ull      /* the kernel's clamp */
 #define SCHED_SLICE_MAX_NS 100000000ull
 
+/* --sched-slice-us US|off: US from 100 to 100000 as @ns, off as 0;
+ * 0, or -1 for anything else. */
+int sched_slice_parse(const char *arg, uint64_t *ns);
 /* The main thread, before any of those threads starts: the slice they ask
  * for (0: none, they keep the kernel's). */
 void sched_slice_configure(uint64_t ns);

@@ -103,6 +103,35 @@ static struct json_object *status_duty(const struct duty_report *d)
 	return o;
 }
 
+/* Export thread: the "idle_memory" member of the status object
+ * (--idle-memory; mode "off" without it). */
+static struct json_object *status_idle_memory(const struct idle_memory_status *m)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "mode", json_object_new_string(
+				       idle_memory_mode_name(m->mode)));
+	json_object_object_add(o, "delay_s", json_seconds(m->delay_ns));
+	json_object_object_add(o, "swap_available",
+			       json_object_new_boolean(m->swap_available));
+	json_object_object_add(o, "zswap_enabled",
+			       json_object_new_boolean(m->zswap_enabled));
+	add_u64(o, "ram_bytes", m->ram_bytes);
+	add_u64(o, "advised", m->advised);
+	add_u64(o, "cancelled", m->cancelled);
+	add_u64(o, "failed", m->failed);
+	add_u64(o, "advised_bytes_total", m->advised_bytes_total);
+	add_u64(o, "last_advised_bytes", m->last_advised_bytes);
+	add_u64(o, "last_resident_before_bytes", m->last_resident_before_bytes);
+	add_u64(o, "last_resident_after_bytes", m->last_resident_after_bytes);
+	add_u64(o, "last_rss_anon_before_bytes", m->last_rss_anon_before_bytes);
+	add_u64(o, "last_rss_anon_after_bytes", m->last_rss_anon_after_bytes);
+	add_u64(o, "last_advised_unix_ms", m->last_unix_ms);
+	json_object_object_add(o, "last_duration_s",
+			       json_seconds(m->last_duration_ns));
+	return o;
+}
+
 struct json_object *control_status_json(const struct vm_status *st,
 					uint64_t now)
 {
@@ -143,6 +172,8 @@ struct json_object *control_status_json(const struct vm_status *st,
 	json_object_object_add(vm, "counters", status_counters(st));
 	json_object_object_add(vm, "wake_sources", control_wake_json(st));
 	json_object_object_add(vm, "duty", status_duty(&st->duty));
+	json_object_object_add(vm, "idle_memory",
+			       status_idle_memory(&st->idle_memory));
 	return vm;
 }
 

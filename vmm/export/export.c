@@ -4,7 +4,8 @@
  * passes each event to the control socket's watchers, and rewrites the
  * metrics file at each batch of
  * changes (unless, in full idle, the file already shows them), when a hook
- * has ended (its counters: hooks.c wakes it) and at most once a second
+ * has ended (its counters: hooks.c wakes it) or an --idle-memory pass
+ * (the idle layer's, through main.c) and at most once a second
  * while the VM is not fully idle (no periodic wake-up once it is). It
  * keeps the VM's duty cycle from the changes it reads (common/duty_cycle.h:
  * no timer; figures computed when status or the file asks). It only
@@ -68,6 +69,7 @@ struct metrics_shown {
 	bool halted, paused;
 	uint64_t pauses, resumes_requested, resumes_self;
 	uint64_t hooks_run, hooks_failed, hooks_dropped;
+	uint64_t idle_memory_passes; /* --idle-memory passes ended */
 };
 
 static struct {
@@ -76,7 +78,8 @@ static struct {
 	pthread_t thread;
 	bool started;
 	int stop_fd, timer_fd;
-	int hooks_fd;              /* eventfd: a hook ended (export_hooks_ended) */
+	int counters_fd;           /* eventfd: counters changed (a hook ended, an
+				    * --idle-memory pass: export_counters_changed) */
 	struct event_reader events;
 	struct vm_status *st;
 
@@ -90,7 +93,7 @@ static struct {
 	_Atomic uint64_t metrics_failures; /* all failed writes */
 	struct metrics_shown shown; /* what the file last written showed */
 	struct duty_cycle duty;    /* fed by export_drain */
-} ex = { .stop_fd = -1, .timer_fd = -1, .hooks_fd = -1,
+} ex = { .stop_fd = -1, .timer_fd = -1, .counters_fd = -1,
 	  .events = { .fd = -1, .slot = -1 } };
 
 /* Any thread: see export.h. */
@@ -122,10 +125,16 @@ void export_duty_read(struct vm_status *st, uint64_t now)
  * idle. Never blocks (the eventfd only adds up). */
 void export_hooks_ended(void)
 {
+	export_counters_changed();
+}
+
+/* Any thread: see export.h. The hooks' eventfd: the same rewrite. */
+void export_counters_changed(void)
+{
 	uint64_t one = 1;
 
-	if (ex.hooks_fd >= 0 && write(ex.hooks_fd, &one, sizeof(one)) < 0 &&
-	    errno != EAGAIN)
+	if (ex.counters_fd >= 0 &&
+	    write(ex.counters_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		vmm_warn("export: cannot wake the export thread: %s",
 			 strerror(errno));
 }
@@ -148,7 +157,8 @@ static bool shown_equal(const struct metrics_shown *a,
 	       a->resumes_self == b->resumes_self &&
 	       a->hooks_run == b->hooks_run &&
 	       a->hooks_failed == b->hooks_failed &&
-	       a->hooks_dropped == b->hooks_dropped;
+	       a->hooks_dropped == b->hooks_dropped &&
+	       a->idle_memory_passes == b->idle_memory_passes;
 }
 
 /* Export thread, or the main thread once it has stopped: one write of the
@@ -203,7 +213,10 @@ static void export_metrics(bool always, bool up)
 		.resumes_self = ex.st->resumes_self,
 		.hooks_run = ex.st->hooks_run,
 		.hooks_failed = ex.st->hooks_failed,
-		.hooks_dropped = ex.st->hooks_dropped };
+		.hooks_dropped = ex.st->hooks_dropped,
+		.idle_memory_passes = ex.st->idle_memory.advised +
+				      ex.st->idle_memory.cancelled +
+				      ex.st->idle_memory.failed };
 	if (!always && now.state == SYSIDLE_FULL_NOTED && now.halted &&
 	    shown_equal(&now, &ex.shown)) {
 		ex.settle = false;
@@ -287,7 +300,8 @@ static void *export_thread(void *arg)
 		fds[0] = (struct pollfd){ .fd = ex.stop_fd, .events = POLLIN };
 		fds[1] = (struct pollfd){ .fd = ex.events.fd, .events = POLLIN };
 		fds[2] = (struct pollfd){ .fd = ex.timer_fd, .events = POLLIN };
-		fds[3] = (struct pollfd){ .fd = ex.hooks_fd, .events = POLLIN };
+		fds[3] = (struct pollfd){ .fd = ex.counters_fd,
+					  .events = POLLIN };
 		n = 4 + control_pollfds(fds + 4, EXPORT_MAX_FDS - 4);
 		if (poll(fds, (nfds_t)n, control_poll_timeout()) < 0) {
 			if (errno == EINTR)
@@ -312,10 +326,10 @@ static void *export_thread(void *arg)
 				changed = true; /* periodic, or a retry */
 			}
 		}
-		/* a hook ended: its counters (in settled full idle only
-		 * when they changed: export_metrics) */
+		/* a hook ended, an --idle-memory pass: their counters (in
+		 * settled full idle only when they changed: export_metrics) */
 		if (fds[3].revents &&
-		    read(ex.hooks_fd, &buf, sizeof(buf)) == sizeof(buf))
+		    read(ex.counters_fd, &buf, sizeof(buf)) == sizeof(buf))
 			changed = true;
 		if (changed)
 			export_metrics(false, true);
@@ -347,8 +361,8 @@ int export_start(struct vm *vm, const struct export_config *o)
 		return vmm_fail(VMM_EXIT_KVM, "export: out of memory");
 	if (control_open(vm, o))
 		return -1;
-	ex.hooks_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ex.hooks_fd < 0)
+	ex.counters_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ex.counters_fd < 0)
 		return vmm_fail(VMM_EXIT_KVM, "export: eventfd: %s",
 				strerror(errno));
 	if (hooks_start(vm, o))
@@ -418,7 +432,7 @@ void export_stop(void)
 		close(ex.stop_fd);
 	if (ex.timer_fd >= 0)
 		close(ex.timer_fd);
-	if (ex.hooks_fd >= 0)
-		close(ex.hooks_fd);
-	ex.stop_fd = ex.timer_fd = ex.hooks_fd = -1;
+	if (ex.counters_fd >= 0)
+		close(ex.counters_fd);
+	ex.stop_fd = ex.timer_fd = ex.counters_fd = -1;
 }

@@ -84,6 +84,7 @@ struct vm_status {
 	bool paused;               /* every vCPU parked by "pause" (pause.c) */
 	uint64_t pauses;           /* pauses completed */
 	uint64_t resumes_requested, resumes_self; /* by "resume" / a wake source */
+	struct idle_memory_status idle_memory; /* --idle-memory (idle.h) */
 	unsigned int ncpus;
 	struct vcpu_status *vcpus; /* @ncpus entries */
 	/* The duty cycle (common/duty_cycle.h) as of the state changes the
@@ -100,6 +101,9 @@ int status_init(const char *name, const char *uuid);
 struct vm_status *vm_status_new(const struct vm *vm); /* NULL: out of memory */
 void vm_status_read(struct vm *vm, struct vm_status *st); /* any thread */
 void vm_status_free(struct vm_status *st);
+/* 0 when @s may be a VM's name (--name): 1..80 bytes, no '/', no
+ * control characters; else -1. */
+int vm_name_check(const char *s);
 /* The VM's name and uuid (set once by status_init). */
 const char *vm_name(void);
 const char *vm_uuid(void);
@@ -136,6 +140,10 @@ unsigned int export_duty_minutes(uint64_t now, struct duty_minute *out,
 /* The hooks thread: a hook ended or an idle change was dropped (the hook
  * counters changed); the export thread rewrites the metrics file. */
 void export_hooks_ended(void);
+/* Any thread, between export_start and export_stop, never blocking:
+ * counters the metrics file shows changed without an event (an
+ * --idle-memory pass); the export thread rewrites it, in full idle too. */
+void export_counters_changed(void);
 
 /* control.c: the control socket, driven by the export thread only (the
  * functions below are called on it, except open/close: on the main

@@ -126,13 +126,48 @@ static void put_wake_sources(FILE *f, const struct vm_status *st)
 		    "Wake-ups of the VMM's housekeeping thread by what woke it "
 		    "(reason: kick, or the timer due: lapic-timer, pv-tick, "
 		    "housekeeping-tick, kick-backstop, hold-backstop, rtc, "
-		    "other), as of the last write of this file.");
+		    "idle-memory, other), as of the last write of this file.");
 	for (unsigned int i = 0; i < st->n_hk_by; i++) {
 		put_sample(f, "sysidle_housekeeping_wakeups_total", st);
 		fprintf(f, ",reason=\"");
 		prom_label(f, st->hk_by[i].name);
 		fprintf(f, "\"} %" PRIu64 "\n", st->hk_by[i].total);
 	}
+}
+
+/* --idle-memory's families (none without it): its passes, the bytes they
+ * advised, whether the host can take any of it. */
+static void put_idle_memory(FILE *f, const struct vm_status *st)
+{
+	const struct idle_memory_status *m = &st->idle_memory;
+
+	if (m->mode == IDLE_MEMORY_OFF)
+		return;
+	prom_family(f, "sysidle_vm_idle_memory_advice_total", "counter",
+		    "Passes of --idle-memory over the guest RAM (one per "
+		    "full-idle period longer than --idle-memory-delay), by "
+		    "outcome: done, cancelled (the VM woke during it), failed.");
+	put_sample(f, "sysidle_vm_idle_memory_advice_total", st);
+	fprintf(f, ",mode=\"%s\",outcome=\"done\"} %" PRIu64 "\n",
+		idle_memory_mode_name(m->mode), m->advised);
+	put_sample(f, "sysidle_vm_idle_memory_advice_total", st);
+	fprintf(f, ",mode=\"%s\",outcome=\"cancelled\"} %" PRIu64 "\n",
+		idle_memory_mode_name(m->mode), m->cancelled);
+	put_sample(f, "sysidle_vm_idle_memory_advice_total", st);
+	fprintf(f, ",mode=\"%s\",outcome=\"failed\"} %" PRIu64 "\n",
+		idle_memory_mode_name(m->mode), m->failed);
+	put_vm_u64(f, "sysidle_vm_idle_memory_advised_bytes_total", "counter",
+		   "Resident guest RAM advised to the host kernel "
+		   "(MADV_COLD or MADV_PAGEOUT) by --idle-memory, all passes.",
+		   st, m->advised_bytes_total);
+	put_vm_u64(f, "sysidle_vm_idle_memory_last_resident_after_bytes",
+		   "gauge", "Guest RAM resident after the last pass done "
+		   "(mincore: pages written to swap and still cached count), "
+		   "as of that pass.", st, m->last_resident_after_bytes);
+	put_vm_u64(f, "sysidle_vm_idle_memory_swap_available", "gauge",
+		   "1 when the host had a swap area at the last look (start, "
+		   "then each pass), else 0: without one, anonymous guest RAM "
+		   "cannot be given back.", st, m->swap_available);
 }
 
 /* The file's text, into @f. @st: a whole snapshot (vm_status_read);
@@ -238,6 +273,8 @@ static void metrics_format(FILE *f, const struct vm_status *st, bool up)
 	put_vm_u64(f, "sysidle_vm_resumes_self_total", "counter",
 		   "Resumes by a wake source of the guest (a timer, serial "
 		   "input, a kick, an IPI).", st, st->resumes_self);
+
+	put_idle_memory(f, st);
 
 	put_vm_u64(f, "sysidle_hooks_run_total", "counter",
 		   "Hooks (--hooks) that ended, failed or not.", st,

@@ -28,6 +28,20 @@ static struct {
 	char uuid[37];
 } vm_id;
 
+/* Any thread: 0 when @s is a VM name: 1..80 bytes, no '/', no control
+ * characters; else -1. */
+int vm_name_check(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 80)
+		return -1;
+	for (; *s; s++)
+		if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
+			return -1;
+	return 0;
+}
+
 const char *vm_name(void)
 {
 	return vm_id.name;
@@ -147,6 +161,7 @@ void vm_status_read(struct vm *vm, struct vm_status *st)
 	st->scans = is.scans;
 	st->tick_restarts = is.tick_restarts;
 	memcpy(st->full_exits_by, is.full_exits_by, sizeof(st->full_exits_by));
+	idle_memory_read_status(&st->idle_memory);
 	pause_read_status(&pz);
 	st->paused = pz.paused;
 	st->pauses = pz.pauses;

@@ -51,7 +51,7 @@ int idle_init(struct vm *vm, const struct idle_config *o)
 	    (idle.hk_cpu >= 0 && !CPU_ISSET(idle.hk_cpu, &idle.orig_cpus)))
 		return vmm_fail(VMM_EXIT_USAGE, "--housekeeping-cpu %d: not a "
 				"CPU this process may run on", idle.hk_cpu);
-	if (pvtick_init(vm, idle_suppress_tick))
+	if (pvtick_init(vm, idle_suppress_tick) || idle_memory_init(vm, o))
 		return -1;
 	if (!o->sysidle) {
 		idle_tick_setup();

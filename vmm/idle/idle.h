@@ -18,12 +18,24 @@ struct vm;
 /* The machine's WAKE_SOURCES (machine/wake_source.h), checked there. */
 #define IDLE_WAKE_SOURCES 8
 
+/* --idle-memory: what the guest RAM of a VM fully idle for the delay is
+ * advised (memory.c). */
+enum idle_memory_mode {
+	IDLE_MEMORY_OFF,
+	IDLE_MEMORY_COLD,    /* MADV_COLD: reclaimed first under pressure */
+	IDLE_MEMORY_PAGEOUT, /* MADV_PAGEOUT: reclaimed (to swap) at once */
+};
+#define IDLE_MEMORY_DELAY_DEFAULT_S 30
+#define IDLE_MEMORY_DELAY_MAX_S 86400
+
 struct idle_config {
 	bool sysidle;            /* --sysidle */
 	const char *log;         /* --sysidle-log FILE, "-": stderr */
 	int timekeeper;          /* --timekeeper N (default 0) */
 	int housekeeping_cpu;    /* --housekeeping-cpu N, -1: not pinned */
 	uint64_t max_hold_ns;    /* --lapic-tick-max-hold, 0: the default */
+	int idle_memory;         /* --idle-memory: enum idle_memory_mode */
+	uint64_t idle_memory_delay_ns; /* --idle-memory-delay */
 };
 #define IDLE_MAX_HOLD_DEFAULT_NS 2000000000ull
 
@@ -65,6 +77,39 @@ struct pvtick_status {
 	uint64_t delivered, suppressed;
 };
 void idle_vcpu_pvtick(struct vcpu *v, struct pvtick_status *st);
+
+/* --idle-memory as status shows it: the setting, the host's swap, and
+ * the advice passes (memory.c), each run once in a full-idle period. */
+struct idle_memory_status {
+	int mode;                  /* enum idle_memory_mode */
+	uint64_t delay_ns;         /* --idle-memory-delay */
+	uint64_t ram_bytes;        /* the guest RAM */
+	bool swap_available;       /* a swap area on: at start, then each pass */
+	bool zswap_enabled;        /* ... and zswap */
+	uint64_t advised;          /* passes done */
+	uint64_t cancelled;        /* passes cut short: the VM woke */
+	uint64_t failed;           /* passes ended by an error (warned once) */
+	uint64_t advised_bytes_total; /* resident bytes advised, every pass */
+	/* The last pass done: resident bytes it advised, the guest RAM's
+	 * resident bytes (mincore) before and after it (pages written to
+	 * swap and still cached count as resident), the process's RssAnon
+	 * before and after it, when it ended and how long it took. */
+	uint64_t last_advised_bytes;
+	uint64_t last_resident_before_bytes, last_resident_after_bytes;
+	uint64_t last_rss_anon_before_bytes, last_rss_anon_after_bytes;
+	uint64_t last_unix_ms, last_duration_ns;
+};
+/* Any thread. */
+void idle_memory_read_status(struct idle_memory_status *st);
+/* "off", "cold", "pageout". */
+const char *idle_memory_mode_name(int mode);
+/* Main thread, before the housekeeping thread starts: @advised is called
+ * on the advice thread after each pass (it must not block). */
+void idle_memory_set_notify(void (*advised)(void));
+/* Main thread, after the vCPUs stopped and before the housekeeping and
+ * export threads stop: the advice thread ended (a pass running ends at its
+ * next chunk). */
+void idle_memory_stop(void);
 
 #define IDLE_LATENCY_SAMPLES 4096
 struct idle_stats {

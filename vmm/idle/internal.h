@@ -172,6 +172,14 @@ bool tk_wake(struct vcpu *v, bool plain, uint64_t now);
 void tk_exit(struct vcpu *v);
 void tk_inject(struct vcpu *v, int vector);
 
+/* memory.c: --idle-memory. idle_memory_init: main thread, from
+ * idle_init (0, or -1 after vmm_fail); the other two: housekeeping
+ * thread, as a full-idle period begins (idle_stop) and ends
+ * (idle_restart). */
+int idle_memory_init(struct vm *vm, const struct idle_config *cfg);
+void idle_memory_full_idle(uint64_t now);
+void idle_memory_leave(void);
+
 /* tick.c: the housekeeping thread's side. */
 void idle_tick_setup(void);
 void idle_kick_deferred(struct vcpu *v);

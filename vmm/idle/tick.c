@@ -203,6 +203,7 @@ static void idle_stop(void)
 		idle_restart();
 		return;
 	}
+	idle_memory_full_idle(now); /* its advice, the delay later */
 	/* seq_cst loads: pair with tk_set_busy()'s store of force_req and
 	 * with the reset RMW in a waking vCPU's sysidle_exit(); a wake-up
 	 * that came after them carries its own (deferred) kick. */
@@ -218,6 +219,7 @@ static void idle_restart(void)
 	uint64_t now, missed = 0;
 
 	idle->stopped = false;
+	idle_memory_leave(); /* its advice, if still to come, dropped */
 	stat_inc(&idle->restarts);
 	idle->hold_deadline = 0;
 	hk_timer_cancel(&idle->hold_backstop);
