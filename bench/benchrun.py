@@ -208,7 +208,9 @@ def idle_guest_setups(build, image, mem_mib):
     -> argv}: this VMM plain (vmm), --sysidle (vmm-sysidle), --sysidle
     with each --lapic-tick-policy (vmm-catchup, vmm-discard), and where
     qemu-system-x86_64 is on PATH QEMU/KVM with the in-kernel and the
-    userspace LAPIC (qemu-irqchip-on, qemu-irqchip-off); @mem_mib MiB of
+    userspace LAPIC (qemu-irqchip-on, qemu-irqchip-off), and q35 with the
+    IOAPIC in userspace and interrupt remapping, as QEMU takes more than
+    255 vCPUs (qemu-q35-split); @mem_mib MiB of
     guest RAM each, the serial port on stdin/stdout, no control socket
     (these runs end with SIGKILL, which would leave stale sockets)."""
     vmm = os.path.join(build, "vmm")
@@ -224,17 +226,22 @@ def idle_guest_setups(build, image, mem_mib):
             "--cpus", str(n), "--append", app, image]
     qemu = shutil.which("qemu-system-x86_64")
     if qemu:
-        def q(n, app, chip, cpu):
+        def q(n, app, chip, cpu, machine="pc", extra=()):
             return [qemu, "-enable-kvm", "-smp", str(n), "-m", mem,
-                    "-machine", f"pc,kernel-irqchip={chip}", "-cpu", cpu,
-                    "-kernel", image, "-append", app,
+                    "-machine", f"{machine},kernel-irqchip={chip}",
+                    "-cpu", cpu, "-kernel", image, "-append", app,
                     "-device", "isa-debug-exit,iobase=0xf4,iosize=4",
                     "-display", "none", "-serial", "stdio", "-nodefaults",
-                    "-no-reboot"]
+                    "-no-reboot"] + list(extra)
         out["qemu-irqchip-on"] = lambda n, app: q(
             n, app, "on", "host,-arch-capabilities")
         out["qemu-irqchip-off"] = lambda n, app: q(
             n, app, "off", "host,kvm-asyncpf-int=off,-arch-capabilities")
+        # What QEMU needs for more than 255 vCPUs: q35, the IOAPIC in
+        # userspace and an IOMMU remapping interrupts in x2APIC mode.
+        out["qemu-q35-split"] = lambda n, app: q(
+            n, app, "split", "host,-arch-capabilities", "q35",
+            ["-device", "intel-iommu,intremap=on,eim=on"])
     return out
 
 

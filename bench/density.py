@@ -50,8 +50,10 @@ not run, failed, or (QEMU) not installed.
 
 --vcpus-overhead LIST (e.g. 1,64,1024), a mode of its own (--vms,
 --cpus, --setups, --window, --repeat do not apply): ONE VM of each vCPU
-count in LIST under this VMM --sysidle and under QEMU kernel-irqchip=on
-(machine pc), idle.elf hz=--hz idle, measured --settle s after boot: its
+count in LIST under this VMM --sysidle, under QEMU kernel-irqchip=on
+(machine pc, at most 255 vCPUs) and under QEMU as it takes more than 255
+(qemu-q35-split: machine q35, kernel-irqchip=split, intel-iommu with
+intremap=on,eim=on; QEMU 7.2 takes at most 288 there), idle.elf hz=--hz idle, measured --settle s after boot: its
 RSS and PSS, its threads, the CPUs the guest brought up (as it prints
 them) and the kvm_run mappings of its vCPUs (anon_inode:kvm-vcpu in
 /proc/PID/smaps); then the cost per vCPU between successive counts (RSS
@@ -91,7 +93,7 @@ from benchstats import (mem_available_kib, proc_cpu_s, proc_ctxt,
 SETUPS = ("vmm-sysidle", "vmm", "vmm-catchup", "vmm-discard",
           "qemu-irqchip-on")
 LAPIC_TICK_SETUPS = ("vmm-catchup", "vmm-discard")
-VCPUS_SETUPS = ("vmm-sysidle", "qemu-irqchip-on")
+VCPUS_SETUPS = ("vmm-sysidle", "qemu-irqchip-on", "qemu-q35-split")
 MAX_VMS = 100
 PROCESS_MIB = 64  # at most what a VMM or QEMU process takes beside guest RAM
 UP = re.compile(rb"idle: (\d+) cpus up")
