@@ -13,16 +13,17 @@
 
 struct cpu_census cpu_census;
 
-static u32 madt_ids[MAX_CPUS];
-static u32 madt_count;
+/* The APIC IDs described: the MADT's, or without one 0 .. fw_cfg's - 1. */
+static u32 ids[MAX_CPUS];
+static u32 nids;
 
 /* In xAPIC mode: id cannot be addressed alone (see above). */
 static bool xapic_unaddressable(u32 id)
 {
 	if (id >= 255)
 		return true;
-	for (u32 i = 0; i < madt_count; i++)
-		if (madt_ids[i] != id && (madt_ids[i] & 0xff) == id)
+	for (u32 i = 0; i < nids; i++)
+		if (ids[i] != id && (ids[i] & 0xff) == id)
 			return true;
 	return false;
 }
@@ -47,22 +48,23 @@ static void take(u32 id)
 void cpus_enumerate(void)
 {
 	u32 bsp = percpus[0].apic_id, described = 0;
-	int n = acpi_cpu_apic_ids(madt_ids, MAX_CPUS, &described);
+	int n = acpi_cpu_apic_ids(ids, MAX_CPUS, &described);
 
 	cpu_census.fwcfg_cpus = fwcfg_nb_cpus();
 	cpu_census.max_apic_id = bsp;
-	nr_cpus = 1; /* the BSP, percpus[0], whatever the tables say */
 	if (n >= 0) {
-		madt_count = (u32)n;
 		cpu_census.from_madt = true;
 		cpu_census.madt_enabled = described;
-		cpu_census.over_limit = described - (u32)n;
+	} else { /* no MADT: fw_cfg's count, APIC ID = index */
+		described = cpu_census.fwcfg_cpus;
+		n = described < MAX_CPUS ? (int)described : MAX_CPUS;
 		for (int i = 0; i < n; i++)
-			if (madt_ids[i] != bsp)
-				take(madt_ids[i]);
-	} else {
-		for (u32 id = 0; id < cpu_census.fwcfg_cpus; id++)
-			if (id != bsp)
-				take(id);
+			ids[i] = (u32)i;
 	}
+	nids = (u32)n;
+	cpu_census.over_limit = described - nids;
+	nr_cpus = 1; /* the BSP, percpus[0], whatever the tables say */
+	for (u32 i = 0; i < nids; i++)
+		if (ids[i] != bsp)
+			take(ids[i]);
 }
