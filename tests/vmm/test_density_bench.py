@@ -12,18 +12,11 @@ import re
 import subprocess
 import sys
 
+import vmmtest
+
 LAST = re.compile(r"density: 2 VMs, sysidle (\d+\.\d) wake-ups/s "
                   r"(\d+\.\d) MiB/VM, qemu n/a")
 MAX_WAKEUPS_S = 5.0  # 2 fully idle VMs: 0, a stray one at most
-
-
-def kvm_usable():
-    """/dev/kvm can be opened read-write here."""
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-        return True
-    except OSError:
-        return False
 
 
 def still_there(pids):
@@ -35,7 +28,7 @@ def main():
     """Runs the benchmark once and checks its output; the caller passes
     bench/density.py and the build directory."""
     script, build = sys.argv[1], sys.argv[2]
-    if not kvm_usable():
+    if not vmmtest.kvm_usable(say=False):
         print("# no usable /dev/kvm: density.py runs real VMs; skipped")
         return 77
     try:
