@@ -112,8 +112,9 @@ class Guest:
         start = len(self.vm.lines)
         t0 = time.monotonic()
         self.vm.send("x")
-        t = timed_line(self.vm, r"^idle: woken by serial", start, 60)
-        ms = (t - t0) * 1000 if t is not None else None
+        woken = self.vm.wait_line(r"^idle: woken by serial", 60, start,
+                                  step=TIMED_STEP)
+        ms = (time.monotonic() - t0) * 1000 if woken is not None else None
         line = self.vm.wait_line(r"^idle: memory checksum (ok|FAIL)",
                                  CHECKSUM, start)
         took = self.vm.wait_line(r"^# idle: memory checksum 0x", 5, start)
@@ -127,21 +128,6 @@ class Guest:
 
 
 RUNNING = []  # the Guests not stopped yet: killed by the cleanup
-
-
-def timed_line(vm, pattern, start, timeout):
-    """The monotonic time at which a stdout line from @start on matching
-    @pattern was seen (looked for every TIMED_STEP), None if none came."""
-    end = time.monotonic() + timeout
-    seen = start
-    while time.monotonic() < end:
-        lines = vm.lines[seen:]
-        for line in lines:
-            if re.search(pattern, line):
-                return time.monotonic()
-        seen += len(lines)
-        time.sleep(TIMED_STEP)
-    return None
 
 
 def log_lines(g, pattern):

@@ -338,10 +338,11 @@ class Vm:
         """The stderr read so far: all of it once stop() returned a status."""
         return "\n".join(self.err_lines)
 
-    def wait_line(self, pattern, timeout, start=0):
+    def wait_line(self, pattern, timeout, start=0, step=POLL_STEP):
         """The first stdout line from index @start on that matches @pattern,
-        within @timeout seconds; None if none came (or the process ended
-        and its stdout was read without one)."""
+        within @timeout seconds, looked for every @step seconds; None if
+        none came (or the process ended and its stdout was read without
+        one)."""
         end = time.monotonic() + timeout
         while True:
             ended = self.p.poll() is not None and \
@@ -351,7 +352,7 @@ class Vm:
                     return line
             if ended or time.monotonic() >= end:
                 return None
-            time.sleep(POLL_STEP)
+            time.sleep(step)
 
     def send(self, data):
         self.p.stdin.write(data)
